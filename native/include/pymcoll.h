@@ -1,0 +1,106 @@
+/* pymcoll C core: public API.
+ *
+ * Small and cffi-friendly: one opaque handle per communicator, plain structs,
+ * integer status codes. Nothing here includes mpi.h: communicators cross the
+ * boundary as the integer value of their handle (mpi4py's `comm.handle`),
+ * which works for MPICH (int handles) and Open MPI (pointer handles) alike.
+ */
+#ifndef PYMCOLL_H
+#define PYMCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes returned by every entry point. */
+enum {
+    PMC_OK = 0,
+    PMC_ERR_ARG = 1,       /* bad argument (message says which) */
+    PMC_ERR_NOMEM = 2,     /* allocation failed */
+    PMC_ERR_MPI = 3,       /* an MPI call failed */
+    PMC_ERR_SHM = 4,       /* node segment could not be created or mapped */
+    PMC_ERR_TIMEOUT = 5,   /* a wait passed its deadline */
+    PMC_ERR_PEER_DEAD = 6, /* a local peer process died while we waited */
+    PMC_ERR_BROKEN = 7,    /* communicator unusable after an earlier failure */
+    PMC_ERR_SYS = 8        /* a system call failed */
+};
+
+/* Segment modes (PYMCOLL_SHM). */
+enum { PMC_SHM_AUTO = 0, PMC_SHM_OFF = 1 };
+
+typedef struct pmc_comm pmc_comm;
+
+/* Per-communicator options; zero-initialised means "defaults". */
+typedef struct pmc_config {
+    double timeout;          /* seconds per collective wait; 0 = none; <0 = default */
+    int node_size;           /* virtual node size; 0 = real nodes */
+    int lanes;               /* lane cap; 0 = min ranks per node */
+    int shm_mode;            /* PMC_SHM_AUTO or PMC_SHM_OFF */
+    uint64_t shm_bytes;      /* data area of the segment; 0 = default */
+    uint64_t chunk_bytes;    /* pipeline chunk; 0 = default */
+    const char *shm_dir;     /* directory for the segment file; NULL = /dev/shm */
+} pmc_config;
+
+/* What a communicator looks like from one rank. */
+typedef struct pmc_layout {
+    int rank, size;           /* in the wrapped communicator */
+    int node, nnodes;         /* this rank's node index and the node count */
+    int local_rank, local_size;
+    int lanes;                /* lane count L */
+    int lane;                 /* this rank's lane, -1 if local_rank >= L */
+    int min_local, max_local; /* smallest and largest node */
+    int shm_active;           /* 1 when the node segment is in use */
+    int consecutive;          /* 1 when nodes hold consecutive rank ranges */
+    uint64_t segment_bytes;   /* whole mapping, control area included */
+    uint64_t data_bytes;      /* data area used for copy in / copy out */
+    uint64_t chunk_bytes;     /* pipeline chunk */
+} pmc_layout;
+
+/* Default values, also reported by `python -m pymcoll info`. */
+#define PMC_DEFAULT_TIMEOUT 300.0
+#define PMC_DEFAULT_SHM_BYTES (4u << 20)
+#define PMC_DEFAULT_CHUNK_BYTES (64u << 10)
+
+/* Fills cfg with the defaults (what zero fields mean). */
+void pmc_config_defaults(pmc_config *cfg);
+
+/* Collective over `mpi_comm` (all ranks call it). On failure *out is NULL.
+ * A segment that cannot be created is not a failure: the communicator then
+ * runs the wrapped MPI collectives (shm_active = 0) and pmc_comm_note()
+ * explains why. */
+int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg, pmc_comm **out);
+/* Local: unmaps the segment and frees the communicators; works after errors. */
+int pmc_comm_free(pmc_comm *c);
+int pmc_comm_layout(const pmc_comm *c, pmc_layout *out);
+/* Global rank of every rank's node index and local rank (arrays of size). */
+int pmc_comm_rank_map(const pmc_comm *c, int *node_of, int *local_of);
+/* Message of the last error on this communicator ("" if none). */
+const char *pmc_comm_errmsg(const pmc_comm *c);
+/* Informational note from creation (why the segment is not used, ...). */
+const char *pmc_comm_note(const pmc_comm *c);
+/* Sequence number of the last collective started on this communicator. */
+uint64_t pmc_comm_seq(const pmc_comm *c);
+int pmc_comm_broken(const pmc_comm *c);
+
+/* Collectives (buffer API, bytes). */
+int pmc_barrier(pmc_comm *c);
+int pmc_bcast(pmc_comm *c, void *buf, uint64_t bytes, int root);
+/* sendbuf == NULL means in place: this rank's block already sits in recvbuf. */
+int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t block_bytes);
+
+/* Static text for a status code. */
+const char *pmc_strerror(int status);
+/* "MPICH 5.0.2" style identification of the MPI the core was compiled with. */
+const char *pmc_mpi_build_vendor(void);
+/* Whether cross-memory attach (process_vm_readv) works between two
+ * processes that are not parent and child of each other the way MPI ranks
+ * are: 1 yes, 0 refused (ptrace policy, seccomp), negative on probe failure. */
+int pmc_cma_probe(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,290 @@
+/* Communicator creation: node and lane communicators, rank map, segment. */
+#include "comm.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK_MPI(c, call)                                   \
+    do {                                                     \
+        int mpi_rc_ = (call);                                \
+        if (mpi_rc_ != MPI_SUCCESS) return pmc_mpi_fail((c), mpi_rc_, #call); \
+    } while (0)
+
+static void free_comm(MPI_Comm *m)
+{
+    if (*m != MPI_COMM_NULL) MPI_Comm_free(m);
+    *m = MPI_COMM_NULL;
+}
+
+static int build_rank_map(pmc_comm *c, int local_rank)
+{
+    int mine[2] = {c->node, local_rank};
+    int *all = malloc(sizeof(int) * 2u * (size_t)c->size);
+    c->node_of = malloc(sizeof(int) * (size_t)c->size);
+    c->local_of = malloc(sizeof(int) * (size_t)c->size);
+    c->members = malloc(sizeof(int) * (size_t)c->size);
+    if (!all || !c->node_of || !c->local_of || !c->members) {
+        free(all);
+        return pmc_fail(c, PMC_ERR_NOMEM, "out of memory building the rank map");
+    }
+    int rc = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return pmc_mpi_fail(c, rc, "MPI_Allgather");
+    }
+    c->nnodes = 0;
+    for (int r = 0; r < c->size; ++r) {
+        c->node_of[r] = all[2 * r];
+        c->local_of[r] = all[2 * r + 1];
+        if (c->node_of[r] + 1 > c->nnodes) c->nnodes = c->node_of[r] + 1;
+    }
+    free(all);
+    c->node_count = calloc((size_t)c->nnodes, sizeof(int));
+    c->member_start = calloc((size_t)c->nnodes, sizeof(int));
+    c->node_first = calloc((size_t)c->nnodes, sizeof(int));
+    if (!c->node_count || !c->member_start || !c->node_first)
+        return pmc_fail(c, PMC_ERR_NOMEM, "out of memory building the rank map");
+    for (int r = 0; r < c->size; ++r) c->node_count[c->node_of[r]]++;
+    int acc = 0;
+    c->min_local = INT_MAX;
+    c->max_local = 0;
+    for (int k = 0; k < c->nnodes; ++k) {
+        c->member_start[k] = acc;
+        acc += c->node_count[k];
+        if (c->node_count[k] < c->min_local) c->min_local = c->node_count[k];
+        if (c->node_count[k] > c->max_local) c->max_local = c->node_count[k];
+    }
+    for (int r = 0; r < c->size; ++r) c->members[c->member_start[c->node_of[r]] + c->local_of[r]] = r;
+    c->consecutive = 1;
+    for (int i = 0; i < c->size; ++i)
+        if (c->members[i] != i) c->consecutive = 0;
+    for (int k = 0; k < c->nnodes; ++k) c->node_first[k] = c->members[c->member_start[k]];
+    return PMC_OK;
+}
+
+/* Creates and maps the segment on this node; the choice to use it is made
+ * by all ranks of the communicator together, so every rank takes the same
+ * path in every later collective. */
+static int setup_segment(pmc_comm *c, const pmc_config *cfg, int local_rank, int local_size)
+{
+    char path[PMC_SEG_PATH_MAX];
+    char err[PMC_ERRMSG_LEN];
+    memset(path, 0, sizeof(path));
+    err[0] = '\0';
+    pmc_segment *seg = &c->node_ctx.seg;
+    int ok = 1;
+    int created = 0;
+
+    if (cfg->shm_mode == PMC_SHM_OFF) {
+        ok = 0;
+        snprintf(err, sizeof(err), "PYMCOLL_SHM=off: the node segment is disabled");
+    } else if (local_size > 1) {
+        if (local_rank == 0) {
+            int rc = pmc_segment_create(seg, cfg->shm_dir, local_size,
+                                        cfg->shm_bytes, path, sizeof(path), err, sizeof(err));
+            ok = rc == PMC_OK;
+            created = ok;
+            if (!ok) path[0] = '\0';
+        }
+        CHECK_MPI(c, MPI_Bcast(path, (int)sizeof(path), MPI_CHAR, 0, c->nodecomm));
+        if (path[0] == '\0') {
+            ok = 0;
+            if (local_rank != 0) snprintf(err, sizeof(err), "local rank 0 could not create the node segment");
+        } else if (local_rank != 0) {
+            ok = pmc_segment_attach(seg, path, local_size, err, sizeof(err)) == PMC_OK;
+        }
+        if (ok) seg->pids[local_rank] = (int32_t)getpid();
+        int node_ok = 0;
+        int mpi_rc = MPI_Allreduce(&ok, &node_ok, 1, MPI_INT, MPI_MIN, c->nodecomm);
+        /* Every local rank has tried to map it: the name is no longer needed,
+         * so nothing is left in the directory even if the job is killed. */
+        if (created) unlink(path);
+        if (mpi_rc != MPI_SUCCESS) return pmc_mpi_fail(c, mpi_rc, "MPI_Allreduce");
+        if (ok && !node_ok) snprintf(err, sizeof(err), "another local rank could not map the node segment");
+        ok = node_ok;
+    }
+
+    struct { int ok; int rank; } in = {ok, c->rank}, out;
+    CHECK_MPI(c, MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, c->comm));
+    if (out.ok) {
+        c->shm_active = 1;
+        return PMC_OK;
+    }
+    CHECK_MPI(c, MPI_Bcast(err, (int)sizeof(err), MPI_CHAR, out.rank, c->comm));
+    err[sizeof(err) - 1] = '\0';
+    snprintf(c->note, sizeof(c->note),
+             "node segment not used, collectives run through the wrapped MPI communicator "
+             "(rank %d: %s)", out.rank, err);
+    pmc_segment_detach(seg);
+    c->shm_active = 0;
+    return PMC_OK;
+}
+
+static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
+{
+    CHECK_MPI(c, MPI_Comm_dup(user, &c->comm));
+    CHECK_MPI(c, MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
+    CHECK_MPI(c, MPI_Comm_rank(c->comm, &c->rank));
+    CHECK_MPI(c, MPI_Comm_size(c->comm, &c->size));
+
+    MPI_Comm shared = MPI_COMM_NULL;
+    CHECK_MPI(c, MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &shared));
+    if (cfg->node_size > 0) {
+        int rc = MPI_Comm_split(shared, c->rank / cfg->node_size, c->rank, &c->nodecomm);
+        free_comm(&shared);
+        if (rc != MPI_SUCCESS) return pmc_mpi_fail(c, rc, "MPI_Comm_split");
+    } else {
+        c->nodecomm = shared;
+    }
+    int local_rank, local_size;
+    CHECK_MPI(c, MPI_Comm_rank(c->nodecomm, &local_rank));
+    CHECK_MPI(c, MPI_Comm_size(c->nodecomm, &local_size));
+
+    /* Nodes are numbered by the order of their first rank. */
+    MPI_Comm leaders = MPI_COMM_NULL;
+    CHECK_MPI(c, MPI_Comm_split(c->comm, local_rank == 0 ? 0 : MPI_UNDEFINED, c->rank, &leaders));
+    c->node = 0;
+    if (leaders != MPI_COMM_NULL) {
+        int rc = MPI_Comm_rank(leaders, &c->node);
+        free_comm(&leaders);
+        if (rc != MPI_SUCCESS) return pmc_mpi_fail(c, rc, "MPI_Comm_rank");
+    }
+    CHECK_MPI(c, MPI_Bcast(&c->node, 1, MPI_INT, 0, c->nodecomm));
+    int rc = build_rank_map(c, local_rank);
+    if (rc != PMC_OK) return rc;
+
+    c->lanes = c->min_local;
+    if (cfg->lanes > 0 && cfg->lanes < c->lanes) c->lanes = cfg->lanes;
+    CHECK_MPI(c, MPI_Comm_split(c->comm, local_rank < c->lanes ? local_rank : MPI_UNDEFINED,
+                                c->node, &c->lanecomm));
+    if (c->lanecomm != MPI_COMM_NULL)
+        CHECK_MPI(c, MPI_Comm_set_errhandler(c->lanecomm, MPI_ERRORS_RETURN));
+    CHECK_MPI(c, MPI_Comm_set_errhandler(c->nodecomm, MPI_ERRORS_RETURN));
+
+    pmc_node *n = &c->node_ctx;
+    n->local_rank = local_rank;
+    n->local_size = local_size;
+    n->timeout = cfg->timeout;
+    n->yield_now = local_size > pmc_online_cpus();
+    n->chunk = cfg->chunk_bytes;
+    n->errmsg = c->errmsg;
+    n->errlen = sizeof(c->errmsg);
+    n->others = malloc(sizeof(int) * (size_t)local_size);
+    if (n->others == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory");
+    /* Start each rank's scan at its right neighbour to spread the reads. */
+    for (int j = 1; j < local_size; ++j) n->others[j - 1] = (local_rank + j) % local_size;
+    return setup_segment(c, cfg, local_rank, local_size);
+}
+
+void pmc_config_defaults(pmc_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->timeout = PMC_DEFAULT_TIMEOUT;
+    cfg->shm_bytes = PMC_DEFAULT_SHM_BYTES;
+    cfg->chunk_bytes = PMC_DEFAULT_CHUNK_BYTES;
+    cfg->shm_dir = "/dev/shm";
+}
+
+int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out)
+{
+    if (out == NULL) return PMC_ERR_ARG;
+    *out = NULL;
+    pmc_config cfg, dflt;
+    pmc_config_defaults(&dflt);
+    memset(&cfg, 0, sizeof(cfg));
+    if (cfg_in != NULL) cfg = *cfg_in;
+    if (cfg.timeout < 0) cfg.timeout = dflt.timeout;
+    if (cfg.shm_bytes == 0) cfg.shm_bytes = dflt.shm_bytes;
+    if (cfg.chunk_bytes == 0) cfg.chunk_bytes = dflt.chunk_bytes;
+    if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
+    if (cfg.node_size < 0 || cfg.lanes < 0 || cfg.chunk_bytes < 64) return PMC_ERR_ARG;
+    cfg.chunk_bytes &= ~(uint64_t)63;
+
+    pmc_comm *c = calloc(1, sizeof(*c));
+    if (c == NULL) return PMC_ERR_NOMEM;
+    c->comm = c->nodecomm = c->lanecomm = MPI_COMM_NULL;
+    int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
+    if (rc != PMC_OK) {
+        /* Keep the message for the caller: it is all they get. */
+        fprintf(stderr, "pymcoll: communicator creation failed: %s\n", c->errmsg);
+        pmc_comm_free(c);
+        return rc;
+    }
+    *out = c;
+    return PMC_OK;
+}
+
+int pmc_comm_free(pmc_comm *c)
+{
+    if (c == NULL) return PMC_OK;
+    pmc_segment_detach(&c->node_ctx.seg);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        free_comm(&c->lanecomm);
+        free_comm(&c->nodecomm);
+        free_comm(&c->comm);
+    }
+    free(c->node_ctx.others);
+    free(c->node_of);
+    free(c->local_of);
+    free(c->node_first);
+    free(c->node_count);
+    free(c->members);
+    free(c->member_start);
+    free(c->scratch);
+    free(c);
+    return PMC_OK;
+}
+
+int pmc_comm_layout(const pmc_comm *c, pmc_layout *o)
+{
+    if (c == NULL || o == NULL) return PMC_ERR_ARG;
+    memset(o, 0, sizeof(*o));
+    o->rank = c->rank;
+    o->size = c->size;
+    o->node = c->node;
+    o->nnodes = c->nnodes;
+    o->local_rank = c->node_ctx.local_rank;
+    o->local_size = c->node_ctx.local_size;
+    o->lanes = c->lanes;
+    o->lane = o->local_rank < c->lanes ? o->local_rank : -1;
+    o->min_local = c->min_local;
+    o->max_local = c->max_local;
+    o->shm_active = c->shm_active;
+    o->consecutive = c->consecutive;
+    o->segment_bytes = c->node_ctx.seg.bytes;
+    o->data_bytes = c->node_ctx.seg.data_bytes;
+    o->chunk_bytes = c->node_ctx.chunk;
+    return PMC_OK;
+}
+
+int pmc_comm_rank_map(const pmc_comm *c, int *node_of, int *local_of)
+{
+    if (c == NULL || node_of == NULL || local_of == NULL) return PMC_ERR_ARG;
+    memcpy(node_of, c->node_of, sizeof(int) * (size_t)c->size);
+    memcpy(local_of, c->local_of, sizeof(int) * (size_t)c->size);
+    return PMC_OK;
+}
+
+const char *pmc_comm_errmsg(const pmc_comm *c) { return c ? c->errmsg : ""; }
+const char *pmc_comm_note(const pmc_comm *c) { return c ? c->note : ""; }
+uint64_t pmc_comm_seq(const pmc_comm *c) { return c ? c->coll_seq : 0; }
+int pmc_comm_broken(const pmc_comm *c) { return c ? c->broken : 1; }
+
+#define PMC_STR2(x) #x
+#define PMC_STR(x) PMC_STR2(x)
+const char *pmc_mpi_build_vendor(void)
+{
+#if defined(MPICH_VERSION)
+    return "MPICH " MPICH_VERSION;
+#elif defined(OPEN_MPI)
+    return "Open MPI " PMC_STR(OMPI_MAJOR_VERSION) "." PMC_STR(OMPI_MINOR_VERSION) "." PMC_STR(OMPI_RELEASE_VERSION);
+#else
+    return "MPI " PMC_STR(MPI_VERSION) "." PMC_STR(MPI_SUBVERSION);
+#endif
+}

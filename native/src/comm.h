@@ -1,0 +1,61 @@
+/* The communicator context: the only mutable state of the core. */
+#ifndef PMC_COMM_H
+#define PMC_COMM_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "node/node.h"
+#include "pymcoll.h"
+
+#define PMC_ERRMSG_LEN 768
+
+struct pmc_comm {
+    MPI_Comm comm;      /* private duplicate of the user's communicator */
+    MPI_Comm nodecomm;  /* ranks of this (virtual) node */
+    MPI_Comm lanecomm;  /* same local rank on every node; MPI_COMM_NULL past L */
+    int rank, size;
+    int node, nnodes;
+    int lanes;
+    int min_local, max_local;
+    int consecutive;    /* node k holds ranks node_first[k] .. +node_size[k]-1 */
+    int *node_of;       /* [size] node of each rank */
+    int *local_of;      /* [size] local rank of each rank */
+    int *node_first;    /* [nnodes] first rank of each node (consecutive layout) */
+    int *node_count;    /* [nnodes] ranks of each node */
+    int *members;       /* [size] ranks ordered by node, then local rank */
+    int *member_start;  /* [nnodes] offset of each node in members */
+    int shm_active;
+    pmc_node node_ctx;
+    uint64_t coll_seq;
+    int broken;
+    void *scratch;      /* grown on demand for hierarchical steps */
+    size_t scratch_bytes;
+    char errmsg[PMC_ERRMSG_LEN];
+    char note[PMC_ERRMSG_LEN];
+};
+
+/* Sets errmsg (printf style) and returns status. */
+int pmc_fail(pmc_comm *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Converts an MPI error code into PMC_ERR_MPI with the MPI's message. */
+int pmc_mpi_fail(pmc_comm *c, int mpi_rc, const char *call);
+/* Scratch buffer of at least bytes (kept for reuse). */
+void *pmc_scratch(pmc_comm *c, size_t bytes);
+
+/* Common entry of every collective: checks the communicator is usable,
+ * numbers the call and points error messages at it. */
+int pmc_coll_enter(pmc_comm *c, const char *name);
+/* Common exit: a failure that leaves peers out of step breaks the comm. */
+int pmc_coll_leave(pmc_comm *c, int status);
+
+/* Byte counts through MPI: large-count calls where the MPI has them. */
+#if MPI_VERSION >= 4
+typedef MPI_Count pmc_mpi_count;
+#else
+typedef int pmc_mpi_count;
+#endif
+/* Fails with PMC_ERR_ARG when bytes does not fit the MPI's count type. */
+int pmc_mpi_count_of(pmc_comm *c, uint64_t bytes, pmc_mpi_count *out);
+
+#endif

@@ -1,0 +1,60 @@
+/* Per-communicator view of the node: the segment, this rank's place in it,
+ * the step counter that orders flag traffic, and the wait policy.
+ *
+ * Protocol: every collective advances `step` identically on all local ranks.
+ * A rank that published data for step s stores seq = s; a rank that finished
+ * reading everything up to step s stores ack = s. Flags only grow, so a wait
+ * is "flag >= target". Before overwriting shared data a writer waits until
+ * its readers' acks reach the step of that data's last use.
+ */
+#ifndef PMC_NODE_NODE_H
+#define PMC_NODE_NODE_H
+
+#include <stdint.h>
+
+#include "segment.h"
+
+enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1 };
+
+typedef struct pmc_node {
+    pmc_segment seg;
+    int local_rank, local_size;
+    uint64_t step;          /* last step completed by this rank */
+    double timeout;         /* seconds per wait, 0 = none */
+    int yield_now;          /* more local ranks than CPUs: never spin */
+    int *others;            /* local ranks other than this one */
+    uint64_t chunk;         /* pipeline chunk in bytes */
+    /* Context for error messages. */
+    const char *coll;
+    uint64_t coll_seq;
+    char *errmsg;
+    size_t errlen;
+} pmc_node;
+
+static inline uint64_t pmc_flag_load(const pmc_flag *f)
+{
+    return atomic_load_explicit(&((pmc_flag *)f)->v, memory_order_acquire);
+}
+
+static inline void pmc_node_post(pmc_node *n, int kind, uint64_t value)
+{
+    pmc_flag *f = (kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack) + n->local_rank;
+    atomic_store_explicit(&f->v, value, memory_order_release);
+}
+
+/* Rollover-safe "a >= b" for step numbers. */
+static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
+
+/* Wait until the `kind` flag of every rank in peers[0..npeers) is >= target.
+ * Spins, then yields, then sleeps; returns PMC_ERR_TIMEOUT past the deadline,
+ * PMC_ERR_PEER_DEAD when a waited-for process is gone and PMC_ERR_BROKEN when
+ * another local rank gave up; n->errmsg then says who and where. */
+int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target);
+
+/* Tell the other local ranks that this rank gave up on the collective. */
+void pmc_node_abort(pmc_node *n);
+
+/* Number of online CPUs (for the spin/yield choice). */
+int pmc_online_cpus(void);
+
+#endif

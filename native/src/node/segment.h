@@ -1,0 +1,68 @@
+/* The node segment: one shared mapping per node, made by local rank 0.
+ *
+ * Layout: header | pids | one seq line and one ack line per local rank |
+ * data area. Every flag line has a single writer (its owner) and sits on its
+ * own 64-byte cache line so that writers never share a line.
+ */
+#ifndef PMC_NODE_SEGMENT_H
+#define PMC_NODE_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PMC_CACHE_LINE 64
+#define PMC_SEG_MAGIC UINT64_C(0x706d636f6c6c7367) /* "pmcollsg" */
+#define PMC_SEG_VERSION 1u
+#define PMC_SEG_PATH_MAX 256
+
+typedef struct pmc_flag {
+    _Atomic uint64_t v;
+    char pad[PMC_CACHE_LINE - sizeof(uint64_t)];
+} pmc_flag;
+
+typedef struct pmc_seg_header {
+    uint64_t magic;
+    uint32_t version;
+    int32_t local_size;
+    uint64_t total_bytes;
+    uint64_t data_offset;
+    uint64_t data_bytes;
+    char pad0[PMC_CACHE_LINE - 40];
+    /* Local rank that gave up on a collective (-1: none); lets its peers stop
+     * waiting at once instead of running into their own deadlines. */
+    _Atomic int32_t abort_rank;
+    char pad1[PMC_CACHE_LINE - sizeof(int32_t)];
+} pmc_seg_header;
+
+typedef struct pmc_segment {
+    void *base;            /* NULL when not mapped */
+    size_t bytes;
+    pmc_seg_header *hdr;
+    int32_t *pids;         /* pid of each local rank */
+    pmc_flag *seq;         /* "I published step s" */
+    pmc_flag *ack;         /* "I finished reading everything up to step s" */
+    unsigned char *data;
+    uint64_t data_bytes;
+    int local_size;
+} pmc_segment;
+
+/* Total mapping size for local_size ranks and data_bytes of data. */
+uint64_t pmc_segment_total_bytes(int local_size, uint64_t data_bytes);
+
+/* Local rank 0: create a new segment file under dir with a random name
+ * (O_EXCL, 0600), check free space with statvfs, reserve it with
+ * posix_fallocate, map and initialise it. path receives the file's path.
+ * On failure err receives a sentence saying why. */
+int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
+                       uint64_t data_bytes, char *path, size_t pathlen,
+                       char *err, size_t errlen);
+
+/* Other local ranks: map the segment created at path and validate it. */
+int pmc_segment_attach(pmc_segment *s, const char *path, int local_size,
+                       char *err, size_t errlen);
+
+/* Unmap (safe on an unmapped segment). */
+void pmc_segment_detach(pmc_segment *s);
+
+#endif

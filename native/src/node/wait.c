@@ -1,0 +1,161 @@
+/* Waiting on flags: spin, then yield, then sleep, with a deadline, peer
+ * liveness checks and a node-wide abort word. */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node.h"
+#include "pymcoll.h"
+
+#define SPIN_POLLS 4000           /* polls before the first yield */
+#define YIELD_SECONDS 0.002       /* yield this long before sleeping */
+#define SLEEP_MIN_NS 1000L        /* first sleep */
+#define SLEEP_MAX_NS 500000L      /* sleeps never exceed 0.5 ms */
+#define LIVENESS_SECONDS 0.01     /* how often to look for dead peers */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+int pmc_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int a = CPU_COUNT(&set);
+        if (a > 0 && (n <= 0 || a < n)) n = a;
+    }
+    return n > 0 ? (int)n : 1;
+}
+
+static int pid_alive(int32_t pid)
+{
+    if (pid <= 0) return 1; /* not registered yet: cannot tell */
+    if (kill((pid_t)pid, 0) == 0) {
+        /* A zombie still answers kill(); its state letter says it is gone. */
+        char path[64], buf[256];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) return 1;
+        size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        const char *rp = strrchr(buf, ')');
+        return !(rp != NULL && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+    }
+    return errno != ESRCH;
+}
+
+void pmc_node_abort(pmc_node *n)
+{
+    int32_t expected = -1;
+    atomic_compare_exchange_strong(&n->seg.hdr->abort_rank, &expected, n->local_rank);
+}
+
+static const char *flag_name(int kind) { return kind == PMC_FLAG_SEQ ? "data" : "done"; }
+
+/* Appends the ranks in peers[from..) whose flag is still below target. */
+static void list_missing(pmc_node *n, const pmc_flag *flags, const int *peers, int npeers,
+                         int from, uint64_t target, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = from; i < npeers && used + 16 < outlen; ++i) {
+        if (pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) continue;
+        int w = snprintf(out + used, outlen - used, "%s%d", used ? ", " : "", peers[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    (void)n;
+}
+
+int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target)
+{
+    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    int i = 0;
+    /* Fast path: everything already there. */
+    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) ++i;
+    if (i == npeers) return PMC_OK;
+
+    const double start = now_seconds();
+    const double deadline = n->timeout > 0 ? start + n->timeout : 0.0;
+    double next_liveness = start + LIVENESS_SECONDS;
+    long polls = 0, sleep_ns = SLEEP_MIN_NS;
+    const long spin_polls = n->yield_now ? 0 : SPIN_POLLS;
+
+    while (i < npeers) {
+        if (pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) {
+            ++i;
+            continue;
+        }
+        ++polls;
+        if (polls < spin_polls) {
+            cpu_relax();
+            if ((polls & 63) != 0) continue;
+        }
+        double t = now_seconds();
+        int32_t aborter = atomic_load_explicit(&n->seg.hdr->abort_rank, memory_order_acquire);
+        if (aborter >= 0 && aborter != n->local_rank) {
+            snprintf(n->errmsg, n->errlen,
+                     "%s #%" PRIu64 " abandoned: local rank %d gave up on a collective "
+                     "(see its error), so local rank %d stopped waiting",
+                     n->coll, n->coll_seq, (int)aborter, n->local_rank);
+            return PMC_ERR_BROKEN;
+        }
+        if (t >= next_liveness) {
+            next_liveness = t + LIVENESS_SECONDS;
+            int peer = peers[i];
+            if (!pid_alive(n->seg.pids[peer])) {
+                snprintf(n->errmsg, n->errlen,
+                         "%s #%" PRIu64 ": local rank %d (pid %d) died while local rank %d "
+                         "waited for its %s flag to reach step %" PRIu64,
+                         n->coll, n->coll_seq, peer, (int)n->seg.pids[peer], n->local_rank,
+                         flag_name(kind), target);
+                pmc_node_abort(n);
+                return PMC_ERR_PEER_DEAD;
+            }
+        }
+        if (deadline > 0 && t >= deadline) {
+            char missing[256];
+            list_missing(n, flags, peers, npeers, i, target, missing, sizeof(missing));
+            snprintf(n->errmsg, n->errlen,
+                     "%s #%" PRIu64 " timed out after %.3g s on local rank %d: local ranks "
+                     "[%s] did not arrive (their %s flag stayed below step %" PRIu64
+                     "); raise PYMCOLL_TIMEOUT or timeout= if the job is just slow",
+                     n->coll, n->coll_seq, n->timeout, n->local_rank, missing,
+                     flag_name(kind), target);
+            pmc_node_abort(n);
+            return PMC_ERR_TIMEOUT;
+        }
+        if (polls < spin_polls) continue;
+        if (t - start < YIELD_SECONDS || n->yield_now) {
+            /* Oversubscribed ranks keep yielding: the peer we wait for
+             * needs this CPU, and a sleep would add its whole latency. */
+            if (!n->yield_now || t - start < 0.05) {
+                sched_yield();
+                continue;
+            }
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < SLEEP_MAX_NS) sleep_ns *= 2;
+    }
+    return PMC_OK;
+}

@@ -1,0 +1,269 @@
+"""pymcoll.Comm: a drop-in wrapper of an mpi4py communicator."""
+
+from __future__ import annotations
+
+import atexit
+import warnings
+import weakref
+from typing import Any, Optional
+
+from mpi4py import MPI
+
+from . import buffers, config
+from ._native import ffi, lib
+from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
+from .layout import Layout
+
+_live: "weakref.WeakSet[Comm]" = weakref.WeakSet()
+
+
+@atexit.register
+def _free_all() -> None:
+    # Runs before mpi4py finalizes MPI (registered later, so it runs first).
+    for c in list(_live):
+        c._release()
+
+
+def _raise_status(rc: int, handle: Any, what: str) -> None:
+    msg = ffi.string(lib.pmc_comm_errmsg(handle)).decode(errors="replace") if handle != ffi.NULL else ""
+    text = msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}"
+    if rc == lib.PMC_ERR_TIMEOUT:
+        raise TimeoutError(text)
+    if rc in (lib.PMC_ERR_PEER_DEAD,):
+        raise PeerFailedError(text)
+    if rc == lib.PMC_ERR_BROKEN:
+        if "abandoned" in text:
+            raise PeerFailedError(text)
+        raise CommBrokenError(text)
+    if rc == lib.PMC_ERR_ARG:
+        raise ValueError(text)
+    if rc == lib.PMC_ERR_NOMEM:
+        raise MemoryError(text)
+    if rc == lib.PMC_ERR_SHM:
+        raise SegmentError(text)
+    raise Error(text)
+
+
+class Comm:
+    """A communicator whose collectives run through pymcoll's C core.
+
+    Wraps an mpi4py communicator (not a subclass): the buffer-API methods it
+    implements have mpi4py's names, arguments and semantics; every other
+    attribute is forwarded to the wrapped communicator, available as ``mpi``.
+
+    Args:
+        comm: the mpi4py intracommunicator to wrap (or another pymcoll.Comm).
+        node_size: group consecutive ranks into virtual nodes of this size
+            (default: ``PYMCOLL_NODE_SIZE``, else real nodes).
+        lanes: cap on the lane count (default: ``PYMCOLL_LANES``).
+        timeout: seconds a collective waits for a local rank before raising
+            :class:`pymcoll.TimeoutError`; 0 waits forever
+            (default: ``PYMCOLL_TIMEOUT``, else 300).
+
+    Creating one is collective over `comm`.
+    """
+
+    def __init__(self, comm: Any, node_size: Optional[int] = None, lanes: Optional[int] = None,
+                 timeout: Optional[float] = None) -> None:
+        self._handle = ffi.NULL
+        if isinstance(comm, Comm):
+            comm = comm.mpi
+        if not isinstance(comm, MPI.Comm):
+            raise TypeError(f"comm: expected an mpi4py communicator (e.g. MPI.COMM_WORLD), "
+                            f"got {type(comm).__name__}")
+        if comm == MPI.COMM_NULL:
+            raise ValueError("comm: MPI.COMM_NULL cannot be wrapped; pass a valid communicator")
+        if comm.Is_inter():
+            raise ValueError("comm: intercommunicators are not supported; wrap an intracommunicator")
+        for name, v in (("node_size", node_size), ("lanes", lanes)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{name}: expected an integer >= 1 or None, got {v!r}")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+            raise ValueError(f"timeout: expected seconds >= 0 (0 = no deadline) or None, got {timeout!r}")
+        self._mpi = comm
+        self._options = {"node_size": node_size, "lanes": lanes, "timeout": timeout}
+        ns = config.value("PYMCOLL_NODE_SIZE", node_size)
+        self._virtual_node_size = ns
+        cfg = ffi.new("pmc_config *")
+        cfg.timeout = float(config.value("PYMCOLL_TIMEOUT", timeout))
+        cfg.node_size = ns or 0
+        cfg.lanes = config.value("PYMCOLL_LANES", lanes) or 0
+        cfg.shm_mode = lib.PMC_SHM_OFF if config.value("PYMCOLL_SHM") == "off" else lib.PMC_SHM_AUTO
+        cfg.shm_bytes = config.value("PYMCOLL_SHM_SIZE")
+        cfg.chunk_bytes = config.value("PYMCOLL_CHUNK_SIZE")
+        self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
+        cfg.shm_dir = self._shm_dir
+        out = ffi.new("pmc_comm **")
+        rc = lib.pmc_comm_create(comm.handle, cfg, out)
+        if rc != lib.PMC_OK:
+            _raise_status(rc, ffi.NULL, "pymcoll.Comm creation")
+        self._handle = out[0]
+        _live.add(self)
+        self._layout = self._read_layout()
+        note = ffi.string(lib.pmc_comm_note(self._handle)).decode(errors="replace")
+        self.note = note
+        if note and config.value("PYMCOLL_SHM") != "off" and self._layout.rank == 0:
+            warnings.warn(f"pymcoll: {note}", RuntimeWarning, stacklevel=2)
+
+    # -- plumbing ---------------------------------------------------------
+    def _read_layout(self) -> Layout:
+        lay = ffi.new("pmc_layout *")
+        lib.pmc_comm_layout(self._handle, lay)
+        node_of = ffi.new("int[]", lay.size)
+        local_of = ffi.new("int[]", lay.size)
+        lib.pmc_comm_rank_map(self._handle, node_of, local_of)
+        return Layout(
+            rank=lay.rank, size=lay.size, node=lay.node, nnodes=lay.nnodes,
+            local_rank=lay.local_rank, local_size=lay.local_size, lanes=lay.lanes, lane=lay.lane,
+            min_local=lay.min_local, max_local=lay.max_local,
+            node_of=tuple(node_of), local_of=tuple(local_of),
+            shm_active=bool(lay.shm_active), consecutive=bool(lay.consecutive),
+            segment_bytes=lay.segment_bytes, data_bytes=lay.data_bytes, chunk_bytes=lay.chunk_bytes,
+            virtual_node_size=self._virtual_node_size,
+        )
+
+    def _live_handle(self, what: str) -> Any:
+        if self._handle == ffi.NULL:
+            raise CommBrokenError(f"{what}: this pymcoll.Comm was freed; create a new one")
+        return self._handle
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != lib.PMC_OK:
+            _raise_status(rc, self._handle, what)
+
+    def _release(self) -> None:
+        if self._handle != ffi.NULL:
+            _live.discard(self)
+            lib.pmc_comm_free(self._handle)
+            self._handle = ffi.NULL
+
+    # -- properties -------------------------------------------------------
+    @property
+    def mpi(self) -> MPI.Comm:
+        """The wrapped mpi4py communicator."""
+        return self._mpi
+
+    @property
+    def layout(self) -> Layout:
+        """Nodes, local rank and lanes of this communicator."""
+        return self._layout
+
+    @property
+    def rank(self) -> int:
+        """Rank of this process."""
+        return self._layout.rank
+
+    @property
+    def size(self) -> int:
+        """Number of ranks."""
+        return self._layout.size
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py name
+        """Rank of this process."""
+        return self._layout.rank
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py name
+        """Number of ranks."""
+        return self._layout.size
+
+    # -- collectives ------------------------------------------------------
+    def Barrier(self) -> None:  # noqa: N802 - mpi4py name
+        """Block until every rank has called Barrier."""
+        h = self._live_handle("Barrier")
+        self._check(lib.pmc_barrier(h), "Barrier")
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
+        """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
+        h = self._live_handle("Bcast")
+        root = self._check_root(root, "Bcast")
+        rank = self._layout.rank
+        msg = buffers.message(buf, "buf", writable=rank != root, comm=self._mpi)
+        self._check(lib.pmc_bcast(h, msg.ptr, msg.nbytes, root), "Bcast")
+        msg.finish()
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
+        """Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
+
+        ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
+        """
+        h = self._live_handle("Allgather")
+        size = self._layout.size
+        recv = buffers.message(recvbuf, "recvbuf", writable=True, comm=self._mpi, blocks=size)
+        if sendbuf is MPI.IN_PLACE:
+            send_ptr = ffi.NULL
+            if recv.unpack_to is not None:
+                raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
+        else:
+            send = buffers.message(sendbuf, "sendbuf", writable=False, comm=self._mpi)
+            if send.nbytes != recv.nbytes:
+                raise ValueError(
+                    f"recvbuf: holds {recv.nbytes} bytes per rank but sendbuf sends {send.nbytes}; "
+                    f"size recvbuf as {size} x the send message ({size * send.nbytes} bytes)")
+            send_ptr = send.ptr
+        if recv.capacity < recv.nbytes * size and recv.unpack_to is None:
+            raise ValueError(f"recvbuf: needs {recv.nbytes * size} bytes, holds {recv.capacity}")
+        self._check(lib.pmc_allgather(h, send_ptr, recv.ptr, recv.nbytes), "Allgather")
+        recv.finish()
+
+    def _check_root(self, root: Any, what: str) -> int:
+        if not isinstance(root, int) or isinstance(root, bool):
+            raise TypeError(f"{what}: root must be an int, got {type(root).__name__}")
+        if not 0 <= root < self._layout.size:
+            raise MPI.Exception(MPI.ERR_ROOT)
+        return root
+
+    # -- communicator management -----------------------------------------
+    def _wrap(self, new: MPI.Comm) -> Any:
+        if new == MPI.COMM_NULL:
+            return new
+        return Comm(new, **self._options)
+
+    def Dup(self, info: Any = None) -> "Comm":  # noqa: N802 - mpi4py name
+        """Duplicate: a new pymcoll.Comm over ``mpi.Dup()``."""
+        return self._wrap(self._mpi.Dup() if info is None else self._mpi.Dup(info))
+
+    def Split(self, color: int = 0, key: int = 0) -> Any:  # noqa: N802 - mpi4py name
+        """``mpi.Split`` wrapped as a pymcoll.Comm (MPI.COMM_NULL for MPI.UNDEFINED)."""
+        return self._wrap(self._mpi.Split(color, key))
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = MPI.INFO_NULL) -> Any:  # noqa: N802
+        """``mpi.Split_type`` wrapped as a pymcoll.Comm."""
+        return self._wrap(self._mpi.Split_type(split_type, key, info))
+
+    def Create(self, group: MPI.Group) -> Any:  # noqa: N802 - mpi4py name
+        """``mpi.Create`` wrapped as a pymcoll.Comm (MPI.COMM_NULL outside the group)."""
+        return self._wrap(self._mpi.Create(group))
+
+    def Create_group(self, group: MPI.Group, tag: int = 0) -> Any:  # noqa: N802 - mpi4py name
+        """``mpi.Create_group`` wrapped as a pymcoll.Comm."""
+        return self._wrap(self._mpi.Create_group(group, tag))
+
+    def Free(self) -> None:  # noqa: N802 - mpi4py name
+        """Release the segment and helper communicators, and free the wrapped
+        communicator (unless it is MPI.COMM_WORLD or MPI.COMM_SELF). Local;
+        works after a timeout."""
+        self._release()
+        if self._mpi not in (MPI.COMM_WORLD, MPI.COMM_SELF, MPI.COMM_NULL) and not MPI.Is_finalized():
+            self._mpi.Free()
+
+    def __enter__(self) -> "Comm":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.Free()
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:  # noqa: BLE001 - interpreter teardown
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes not found on Comm: forward to mpi4py.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._mpi, name)
+
+    def __repr__(self) -> str:
+        state = "freed" if self._handle == ffi.NULL else self._layout.describe()
+        return f"<pymcoll.Comm {state}>"
