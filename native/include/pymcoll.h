@@ -54,8 +54,8 @@ typedef struct pmc_layout {
     int min_local, max_local; /* smallest and largest node */
     int shm_active;           /* 1 when the node segment is in use */
     int consecutive;          /* 1 when nodes hold consecutive rank ranges */
-    uint64_t segment_bytes;   /* whole mapping, control area included */
-    uint64_t data_bytes;      /* data area used for copy in / copy out */
+    uint64_t segment_bytes;   /* this node's mapping, control area included (0: none) */
+    uint64_t data_bytes;      /* data area of every node's segment (0: no segments) */
     uint64_t chunk_bytes;     /* pipeline chunk */
 } pmc_layout;
 

@@ -112,13 +112,16 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg, int local_rank, int
     CHECK_MPI(c, MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, c->comm));
     if (out.ok) {
         c->shm_active = 1;
+        c->data_bytes = (cfg->shm_bytes + 4095) / 4096 * 4096;
         return PMC_OK;
     }
     CHECK_MPI(c, MPI_Bcast(err, (int)sizeof(err), MPI_CHAR, out.rank, c->comm));
     err[sizeof(err) - 1] = '\0';
+    /* The reason is cut to what fits after the preamble, so the note keeps
+     * its closing parenthesis (and -Wformat-truncation stays quiet). */
     snprintf(c->note, sizeof(c->note),
              "node segment not used, collectives run through the wrapped MPI communicator "
-             "(rank %d: %s)", out.rank, err);
+             "(rank %d: %.600s)", out.rank, err);
     pmc_segment_detach(seg);
     c->shm_active = 0;
     return PMC_OK;
@@ -258,7 +261,7 @@ int pmc_comm_layout(const pmc_comm *c, pmc_layout *o)
     o->shm_active = c->shm_active;
     o->consecutive = c->consecutive;
     o->segment_bytes = c->node_ctx.seg.bytes;
-    o->data_bytes = c->node_ctx.seg.data_bytes;
+    o->data_bytes = c->data_bytes;
     o->chunk_bytes = c->node_ctx.chunk;
     return PMC_OK;
 }

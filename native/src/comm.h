@@ -26,6 +26,7 @@ struct pmc_comm {
     int *members;       /* [size] ranks ordered by node, then local rank */
     int *member_start;  /* [nnodes] offset of each node in members */
     int shm_active;
+    uint64_t data_bytes; /* data area per node (same on every rank, 0 without segment) */
     pmc_node node_ctx;
     uint64_t coll_seq;
     int broken;

@@ -67,6 +67,13 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
         snprintf(err, errlen, "local_size must be >= 1, got %d", local_size);
         return PMC_ERR_ARG;
     }
+    /* The page rounding below must not wrap around 2^64: a size near it
+     * would become a segment without a data area (and a division by zero
+     * in the first Bcast). */
+    if (data_bytes > UINT64_MAX - data_offset(local_size) - 4096) {
+        snprintf(err, errlen, "a node segment data area of %" PRIu64 " bytes is too large", data_bytes);
+        return PMC_ERR_SHM;
+    }
     uint64_t total = pmc_segment_total_bytes(local_size, data_bytes);
 
     struct statvfs vfs;

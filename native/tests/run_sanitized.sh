@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
+# test_segment and test_node_algos once, test_comm_mpi under mpiexec with
+# 1, 2, 3 and 4 ranks. With --valgrind it also runs the two non-MPI tests
+# under valgrind, from a separate plain debug build (<builddir>-valgrind).
+#
+# Usage: native/tests/run_sanitized.sh [--valgrind] [builddir]   (default build-sanitize)
+# Needs mpicc and mpiexec on PATH (MPICH or Open MPI). Exit status non-zero
+# when a build or any test fails.
+set -u -o pipefail
+
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+
+builddir=build-sanitize
+use_valgrind=0
+for arg in "$@"; do
+    case "$arg" in
+    --valgrind) use_valgrind=1 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) echo "unknown option: $arg" >&2; usage >&2; exit 2 ;;
+    *) builddir=$arg ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 2
+start=$SECONDS
+failed=()
+
+# Two cores are shared with other work: build with two jobs.
+jobs=${PMC_TEST_JOBS:-2}
+tests=(test_segment test_node_algos test_comm_mpi)
+
+configure() { # dir, extra meson options...: output shown only on failure
+    local dir=$1
+    shift
+    local opts=(-Dtests=true -Dwerror=true -Dbuildtype=debug "$@")
+    [ -f "$dir/build.ninja" ] && opts=(--reconfigure "${opts[@]}")
+    local log
+    log=$(mktemp)
+    if ! meson setup "$dir" "${opts[@]}" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "configure of $dir failed" >&2
+        return 1
+    fi
+    rm -f "$log"
+}
+
+build() { # dir
+    meson compile -C "$1" -j "$jobs" "${tests[@]}"
+}
+
+run() { # label, command...: runs under `timeout 120`, records a failure
+    local label=$1
+    shift
+    local t0=$SECONDS
+    echo "=== $label"
+    timeout 120 "$@"
+    local rc=$?
+    if [ "$rc" -ne 0 ]; then
+        [ "$rc" -eq 124 ] && echo "=== $label: TIMED OUT after 120 s" >&2
+        echo "=== $label: FAILED (exit $rc)" >&2
+        failed+=("$label")
+    else
+        echo "=== $label: ok ($((SECONDS - t0)) s)"
+    fi
+}
+
+echo "### configure and build $builddir (ASan + UBSan)"
+configure "$builddir" -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+build "$builddir" || { echo "build of $builddir failed" >&2; exit 1; }
+bin=$builddir/native/tests
+
+# Both sanitizers stop at the first report; UBSan with a stack trace.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+asan_plain=detect_leaks=1:abort_on_error=1
+asan_mpi=detect_leaks=0:abort_on_error=1 # MPI's leaks at finalize are not ours
+
+ASAN_OPTIONS=$asan_plain run test_segment "$bin/test_segment"
+ASAN_OPTIONS=$asan_plain run test_node_algos "$bin/test_node_algos"
+
+mpiexec_args=()
+if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then
+    # Open MPI: allow 4 ranks on 2 cores and running as root (containers),
+    # and pass the sanitizer settings on explicitly.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpiexec_args=(--oversubscribe -x ASAN_OPTIONS -x UBSAN_OPTIONS)
+fi
+for n in 1 2 3 4; do
+    ASAN_OPTIONS=$asan_mpi run "test_comm_mpi -n $n" mpiexec "${mpiexec_args[@]}" -n "$n" "$bin/test_comm_mpi"
+done
+
+if [ "$use_valgrind" -eq 1 ]; then
+    vdir=$builddir-valgrind
+    echo "### configure and build $vdir (plain debug, for valgrind)"
+    configure "$vdir" -Db_sanitize=none || exit 1
+    build "$vdir" || { echo "build of $vdir failed" >&2; exit 1; }
+    # Forked children are traced too (valgrind follows fork); each exits 1
+    # on an error or a leak, which the test's parent reports.
+    vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible)
+    run "valgrind test_segment" "${vg[@]}" "$vdir/native/tests/test_segment"
+    run "valgrind test_node_algos" "${vg[@]}" "$vdir/native/tests/test_node_algos" --quick
+fi
+
+echo "### $((SECONDS - start)) s"
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "### FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "### all passed"

@@ -1,0 +1,1 @@
+"""Programs that tests launch under mpiexec (python -m mpi_programs.<name>)."""

@@ -1,0 +1,60 @@
+"""Helpers shared by the MPI test programs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# Every numpy dtype that MPI maps to a predefined datatype.
+MPI_DTYPES = [
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "longdouble", "complex64", "complex128", "clongdouble", "bool",
+]
+
+
+def agree(ok: bool, comm: MPI.Comm) -> bool:
+    """True only if every rank says ok (over `comm`, a duplicate kept for verdicts)."""
+    return bool(comm.allreduce(bool(ok), op=MPI.LAND))
+
+
+def data_for(seed: int, rank: int, count: int, dtype: str) -> np.ndarray:
+    """Deterministic test data that differs per rank and per example."""
+    rng = np.random.default_rng([seed, rank])
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, count).astype(dt)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, count, dtype=dt, endpoint=True)
+    if dt.kind == "c":
+        return (rng.standard_normal(count) + 1j * rng.standard_normal(count)).astype(dt)
+    return rng.standard_normal(count).astype(dt)
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equality (NaN-safe); long doubles compare by value because
+    their padding bytes are not part of the value."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "fc" and a.dtype in (np.dtype("longdouble"), np.dtype("clongdouble")):
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return a.tobytes() == b.tobytes()
+
+
+def main(body: Callable[[], None]) -> None:
+    """Run body; on an exception print it with the rank and abort the job."""
+    try:
+        body()
+    except BaseException:  # noqa: BLE001 - report and abort every rank
+        sys.stdout.flush()
+        print(f"[rank {MPI.COMM_WORLD.Get_rank()}] FAILED", file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)

@@ -1,0 +1,29 @@
+"""Property tests of Bcast and Allgather against numpy, at 1-4 ranks and
+virtual node sizes 1-3, with the default segment and with a small one that
+makes every message wrap the pipeline cells many times."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CI, run_mpi
+
+RANKS = [1, 2, 3, 4]
+NODE_SIZES = [None, 1, 2, 3]
+
+
+@pytest.mark.parametrize("node_size", NODE_SIZES, ids=lambda k: f"node{k or 'real'}")
+@pytest.mark.parametrize("n", RANKS, ids=lambda n: f"np{n}")
+def test_properties_default_segment(n: int, node_size: int | None) -> None:
+    env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60"}
+    proc = run_mpi(n, "prop_bcast_allgather", env=env, timeout=300)
+    assert "OK" in proc.stdout
+
+
+@pytest.mark.parametrize("node_size", [None, 2, 3], ids=lambda k: f"node{k or 'real'}")
+@pytest.mark.parametrize("n", [2, 3, 4], ids=lambda n: f"np{n}")
+def test_properties_small_segment(n: int, node_size: int | None) -> None:
+    env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60",
+           "PYMCOLL_SHM_SIZE": "64K", "PYMCOLL_CHUNK_SIZE": "4K"}
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "20" if CI else "60", env=env, timeout=300)
+    assert "OK" in proc.stdout
