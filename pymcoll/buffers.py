@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from mpi4py import MPI
 
-from ._native import ffi
+from ._native import ffi, lib
 
 
 @dataclass
@@ -29,14 +29,17 @@ class Message:
     itemsize: int
     keep: list = field(default_factory=list)
     # Set when a non-contiguous datatype was packed: unpack after receiving.
-    unpack_to: Optional[tuple] = None  # (buffer object, count, datatype, comm)
+    unpack_to: Optional[tuple] = None  # (user pointer, count, datatype)
 
     def finish(self) -> None:
         """Copy a packed receive message back into the user's layout."""
         if self.unpack_to is None:
             return
-        target, count, datatype, comm = self.unpack_to
-        datatype.Unpack(self.keep[0], 0, [target, count, datatype], comm)
+        target, count, datatype = self.unpack_to
+        packed = self.keep[0]
+        rc = lib.pmc_unpack(datatype.handle, ffi.from_buffer(packed), len(packed), target, count)
+        if rc != lib.PMC_OK:
+            raise ValueError(f"unpacking {count} elements of a derived datatype failed (status {rc})")
 
 
 def _raw(obj: Any, arg: str, writable: bool) -> tuple[Any, int, int, list]:
@@ -78,13 +81,15 @@ def _is_contiguous_type(dt: MPI.Datatype) -> bool:
 
 
 def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
-            blocks: int = 1) -> Message:
+            blocks: Optional[int] = None) -> Message:
     """Resolve a buffer spec.
 
     `blocks` is the number of equal blocks a plain buffer must split into (the
     communicator size for a receive buffer of Allgather); the returned nbytes
     is then the size of one block.
     """
+    per_rank = blocks is not None
+    blocks = blocks or 1
     if isinstance(spec, (list, tuple)) and spec and not _looks_like_data(spec):
         raise TypeError(f"{arg}: a buffer spec list must start with the buffer, got {spec!r}")
     if not isinstance(spec, (list, tuple)):
@@ -124,15 +129,14 @@ def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
         explicit = True
     start = displ * extent
     if explicit:
-        need = start + count * extent * (blocks if blocks > 1 else 1)
+        need = start + count * extent * blocks
         if need > capacity:
-            raise ValueError(f"{arg}: count={count}{' per rank' if blocks > 1 else ''} needs {need} bytes "
+            raise ValueError(f"{arg}: count={count}{' per rank' if per_rank else ''} needs {need} bytes "
                              f"but the buffer holds {capacity}; pass a larger buffer or a smaller count")
     if ptr != ffi.NULL and start:
         ptr = ffi.cast("char *", ptr) + start
     if datatype is None or _is_contiguous_type(datatype):
-        total_count = count * (blocks if explicit and blocks > 1 else 1)
-        msg = Message(ptr, total_count * size, capacity - start, size, keep)
+        msg = Message(ptr, count * size, capacity - start, size, keep)
         if explicit:
             msg.nbytes = count * size
             return msg
@@ -142,15 +146,21 @@ def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
         if count % blocks:
             raise ValueError(f"{arg}: cannot infer count, {count} elements are not a multiple of {blocks} ranks")
         count //= blocks
-    total = count * (blocks if blocks > 1 else 1)
+    total = count * blocks
+    lb, extent = datatype.Get_extent()
+    tlb, textent = datatype.Get_true_extent()
+    if total and (start + tlb + (total - 1) * extent + textent > capacity or start + tlb < 0):
+        raise ValueError(f"{arg}: {total} elements of this datatype reach past the buffer's "
+                         f"{capacity} bytes; pass a larger buffer or a smaller count")
     packed = bytearray(total * size)
-    view = [buf, (total, displ), datatype]
-    if not writable:
-        datatype.Pack(view, packed, 0, comm)
     pptr = ffi.from_buffer(packed) if packed else ffi.NULL
+    if not writable and total:
+        rc = lib.pmc_pack(datatype.handle, ptr, total, pptr, len(packed))
+        if rc != lib.PMC_OK:
+            raise ValueError(f"{arg}: packing {total} elements of the datatype failed (status {rc})")
     msg = Message(pptr, count * size, len(packed), size, [packed, pptr, keep])
-    if writable:
-        msg.unpack_to = (buf, (total, displ), datatype, comm)
+    if writable and total:
+        msg.unpack_to = (ptr, total, datatype)
     return msg
 
 

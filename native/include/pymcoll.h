@@ -91,6 +91,12 @@ int pmc_bcast(pmc_comm *c, void *buf, uint64_t bytes, int root);
 /* sendbuf == NULL means in place: this rank's block already sits in recvbuf. */
 int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t block_bytes);
 
+/* Local packing of `count` elements of an MPI datatype (its handle value)
+ * into, or out of, a contiguous buffer of `bytes` (count x type size), so
+ * that collectives on non-contiguous layouts move plain bytes. */
+int pmc_pack(uintptr_t datatype, const void *inbuf, uint64_t count, void *outbuf, uint64_t bytes);
+int pmc_unpack(uintptr_t datatype, const void *inbuf, uint64_t bytes, void *outbuf, uint64_t count);
+
 /* Static text for a status code. */
 const char *pmc_strerror(int status);
 /* "MPICH 5.0.2" style identification of the MPI the core was compiled with. */

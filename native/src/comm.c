@@ -69,8 +69,14 @@ static int build_rank_map(pmc_comm *c, int local_rank)
 /* Creates and maps the segment on this node; the choice to use it is made
  * by all ranks of the communicator together, so every rank takes the same
  * path in every later collective. */
-static int setup_segment(pmc_comm *c, const pmc_config *cfg, int local_rank, int local_size)
+static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, int local_size)
 {
+    /* Every rank of the largest node needs a region of at least two cells
+     * of 64 bytes; the size is computed from agreed values only. */
+    pmc_config cfg_copy = *cfg_in;
+    const pmc_config *cfg = &cfg_copy;
+    const uint64_t min_data = 256u * (uint64_t)c->max_local;
+    if (cfg_copy.shm_bytes < min_data) cfg_copy.shm_bytes = min_data;
     char path[PMC_SEG_PATH_MAX];
     char err[PMC_ERRMSG_LEN];
     memset(path, 0, sizeof(path));

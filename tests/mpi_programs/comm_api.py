@@ -1,0 +1,101 @@
+"""pymcoll.Comm as a drop-in: layout, derived communicators, forwarding,
+context manager and Free.
+
+Usage: python -m mpi_programs.comm_api [NODE_SIZE]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import pymcoll
+
+from .common import main
+
+
+def allgather_ok(comm: pymcoll.Comm) -> None:
+    recv = np.zeros(5 * comm.size, np.int32)
+    comm.Allgather(np.full(5, comm.rank, np.int32), recv)
+    assert (recv.reshape(-1, 5) == np.arange(comm.size)[:, None]).all()
+
+
+def body() -> None:
+    k = int(sys.argv[1]) if len(sys.argv) > 1 else None
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    comm = pymcoll.Comm(world, node_size=k)
+    lay = comm.layout
+    assert comm.mpi is world and comm.rank == rank and comm.Get_size() == size
+    if k:
+        assert lay.node_of == tuple(r // k for r in range(size)), lay
+        assert lay.local_of == tuple(r % k for r in range(size)), lay
+        assert lay.nnodes == -(-size // k)
+        assert lay.lanes == min(k, size - (lay.nnodes - 1) * k)
+    else:
+        assert lay.nnodes == 1 and lay.local_rank == rank and lay.lanes == size
+    assert lay.node_ranks() == tuple(r for r in range(size) if lay.node_of[r] == lay.node)
+    assert lay.lane == (lay.local_rank if lay.local_rank < lay.lanes else -1)
+
+    capped = pymcoll.Comm(world, node_size=k, lanes=1)
+    assert capped.layout.lanes == 1
+    capped.Free()
+
+    # Forwarded attributes: the pickle-based API and anything else of mpi4py.
+    assert comm.allreduce(1) == size
+    assert comm.Get_topology() == world.Get_topology()
+    assert isinstance(comm.Get_name(), str)
+
+    dup = comm.Dup()
+    assert isinstance(dup, pymcoll.Comm) and dup.mpi != world
+    allgather_ok(dup)
+    dup.Free()
+    assert dup.mpi == MPI.COMM_NULL
+
+    half = comm.Split(color=rank % 2, key=-rank)
+    assert isinstance(half, pymcoll.Comm)
+    allgather_ok(half)
+    half.Free()
+
+    none = comm.Split(color=MPI.UNDEFINED if rank == 0 else 0)
+    if rank == 0:
+        assert none == MPI.COMM_NULL
+    else:
+        allgather_ok(none)
+        none.Free()
+
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    allgather_ok(shared)
+    shared.Free()
+
+    group = world.Get_group().Incl(list(range(0, size, 2)))
+    sub = comm.Create(group)
+    if rank % 2 == 0:
+        assert isinstance(sub, pymcoll.Comm)
+        allgather_ok(sub)
+        sub.Free()
+        sub2 = comm.Create_group(group)
+        allgather_ok(sub2)
+        sub2.Free()
+    else:
+        assert sub == MPI.COMM_NULL
+    group.Free()
+
+    with pymcoll.Comm(world.Dup(), node_size=k) as scoped:
+        allgather_ok(scoped)
+        inner = scoped.mpi
+    assert inner == MPI.COMM_NULL  # the wrapped communicator was freed on exit
+
+    wrapped_again = pymcoll.Comm(comm)
+    assert wrapped_again.mpi is world
+    wrapped_again.Free()
+    assert "pymcoll.Comm" in repr(comm)
+    comm.Free()
+    assert world.Get_size() == size  # COMM_WORLD is never freed
+    print(f"rank {rank} comm api ok", flush=True)
+
+
+if __name__ == "__main__":
+    main(body)

@@ -1,0 +1,44 @@
+"""A collective never hangs: a killed rank or a late rank ends the others'
+waits within the deadline, and nothing is left in /dev/shm."""
+
+from __future__ import annotations
+
+import glob
+import re
+import time
+
+import pytest
+
+from conftest import run_mpi
+
+
+def our_segments() -> set[str]:
+    return set(glob.glob("/dev/shm/pymcoll-*"))
+
+
+@pytest.mark.parametrize("node_size", [None, 2], ids=["one-node", "virtual-nodes-of-2"])
+@pytest.mark.parametrize("victim", [0, 3])
+def test_sigkill_mid_loop_ends_within_deadline(victim: int, node_size: int | None) -> None:
+    before = our_segments()
+    deadline = 20.0
+    env = {"PYMCOLL_TIMEOUT": str(deadline), "PYMCOLL_NODE_SIZE": str(node_size) if node_size else None}
+    t0 = time.monotonic()
+    proc = run_mpi(4, "kill_during_loop", str(victim), "1.0", env=env, timeout=120, check=False)
+    elapsed = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert "never noticed" not in out, out
+    assert proc.returncode != 0 or "CAUGHT" in out, out
+    caught = re.findall(r"rank (\d+) CAUGHT (\w+)", out)
+    assert all(cls in ("TimeoutError", "PeerFailedError") for _, cls in caught), out
+    aborted_by_mpi = "BAD TERMINATION" in out or "KILLED" in out or "signal 9" in out or "exited on signal" in out
+    assert caught or aborted_by_mpi, out
+    # Startup, one second of loop, then the end well within the deadline.
+    assert elapsed < deadline, f"took {elapsed:.1f} s\n{out}"
+    assert our_segments() - before == set(), "a node segment was left in /dev/shm"
+
+
+@pytest.mark.parametrize("n,late", [(2, 1), (3, 0), (4, 1)])
+def test_late_rank_times_out_then_recovers(n: int, late: int) -> None:
+    proc = run_mpi(n, "stall_timeout", str(late), "4", env={"PYMCOLL_TIMEOUT": "1.5"}, timeout=120)
+    assert proc.stdout.count("recovered") == n, proc.stdout
+    assert "TimeoutError" in proc.stdout or "PeerFailedError" in proc.stdout
