@@ -1,0 +1,48 @@
+"""Option parsing and the build/runtime MPI check (no MPI launch needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pymcoll import _native, config
+
+
+def test_sizes_parse_with_suffixes() -> None:
+    assert config.parse_bytes("4M", "X") == 4 << 20
+    assert config.parse_bytes("64k", "X") == 64 << 10
+    assert config.parse_bytes("1GiB", "X") == 1 << 30
+    assert config.parse_bytes("4096", "X") == 4096
+
+
+@pytest.mark.parametrize("bad", ["", "lots", "-4M", "0"])
+def test_bad_size_names_the_variable(bad: str) -> None:
+    with pytest.raises(ValueError, match="PYMCOLL_SHM_SIZE"):
+        config.parse_bytes(bad, "PYMCOLL_SHM_SIZE")
+
+
+def test_empty_environment_value_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYMCOLL_NODE_SIZE", "")
+    assert config.value("PYMCOLL_NODE_SIZE") is None
+    monkeypatch.setenv("PYMCOLL_NODE_SIZE", "3")
+    assert config.value("PYMCOLL_NODE_SIZE") == 3
+    assert config.value("PYMCOLL_NODE_SIZE", 5) == 5  # keyword wins
+
+
+@pytest.mark.parametrize("name,bad", [("PYMCOLL_TIMEOUT", "soon"), ("PYMCOLL_TIMEOUT", "-1"),
+                                      ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe")])
+def test_bad_environment_values_raise_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, bad: str) -> None:
+    monkeypatch.setenv(name, bad)
+    with pytest.raises(ValueError, match=name):
+        config.value(name)
+
+
+def test_mpi_family_detection() -> None:
+    assert _native._family("MPICH 5.0.2") == "MPICH"
+    assert _native._family("MPICH Version:      4.0") == "MPICH"
+    assert _native._family("Open MPI v5.0.8, package: Open MPI") == "Open MPI"
+    assert _native._family("Open MPI 4.1.4") != _native._family("MPICH 4.0")
+    assert _native._family(_native.BUILD_MPI) == _native._family(_native.RUNTIME_MPI)
+
+
+def test_rebuild_hint_names_both_routes() -> None:
+    assert ".[mpich]" in _native.REBUILD_HINT and "--no-build-isolation" in _native.REBUILD_HINT
