@@ -63,6 +63,9 @@ def _raw(obj: Any, arg: str, writable: bool) -> tuple[Any, int, int, list]:
             f"{arg}: expected a buffer (numpy array, bytearray, torch CPU tensor, ...) or a "
             f"buffer spec such as [array, MPI.INT], got {type(obj).__name__}"
         ) from None
+    if "O" in mv.format:
+        raise TypeError(f"{arg}: buffer holds Python objects; collectives move plain data "
+                        "(use the lowercase pickle-based methods for objects)")
     if not mv.c_contiguous:
         raise BufferError(f"{arg}: buffer is not contiguous; pass numpy.ascontiguousarray(...) or a copy")
     if writable and mv.readonly:

@@ -7,6 +7,7 @@ import warnings
 import weakref
 from typing import Any, Optional
 
+import numpy as np
 from mpi4py import MPI
 
 from . import buffers, config
@@ -15,6 +16,16 @@ from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, Timeo
 from .layout import Layout
 
 _live: "weakref.WeakSet[Comm]" = weakref.WeakSet()
+
+# Bound once: the small-message fast paths below run in a few hundred ns,
+# so attribute lookups on every call would show in the latency.
+_ndarray = np.ndarray
+_from_buffer = ffi.from_buffer
+_IN_PLACE = MPI.IN_PLACE
+_pmc_barrier = lib.pmc_barrier
+_pmc_bcast = lib.pmc_bcast
+_pmc_allgather = lib.pmc_allgather
+_NULL = ffi.NULL
 
 
 @atexit.register
@@ -100,6 +111,7 @@ class Comm:
         self._handle = out[0]
         _live.add(self)
         self._layout = self._read_layout()
+        self._rank, self._size = self._layout.rank, self._layout.size
         note = ffi.string(lib.pmc_comm_note(self._handle)).decode(errors="replace")
         self.note = note
         if note and config.value("PYMCOLL_SHM") != "off" and self._layout.rank == 0:
@@ -129,6 +141,7 @@ class Comm:
 
     def _check(self, rc: int, what: str) -> None:
         if rc != lib.PMC_OK:
+            self._live_handle(what)
             _raise_status(rc, self._handle, what)
 
     def _release(self) -> None:
@@ -169,11 +182,23 @@ class Comm:
     # -- collectives ------------------------------------------------------
     def Barrier(self) -> None:  # noqa: N802 - mpi4py name
         """Block until every rank has called Barrier."""
-        h = self._live_handle("Barrier")
-        self._check(lib.pmc_barrier(h), "Barrier")
+        rc = _pmc_barrier(self._handle)
+        if rc:
+            self._check(rc, "Barrier")
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
+        # Fast path: a contiguous numpy array and a valid root.
+        if type(buf) is _ndarray and type(root) is int and 0 <= root < self._size:
+            try:
+                p = _from_buffer(buf)
+            except Exception:  # noqa: BLE001 - the general path below explains the error
+                p = None
+            if p is not None and (root == self._rank or buf.flags.writeable) and not buf.dtype.hasobject:
+                rc = _pmc_bcast(self._handle, p, len(p), root)
+                if rc:
+                    self._check(rc, "Bcast")
+                return
         h = self._live_handle("Bcast")
         root = self._check_root(root, "Bcast")
         rank = self._layout.rank
@@ -186,6 +211,22 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
         """
+        # Fast path: contiguous numpy arrays whose sizes agree.
+        if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
+            try:
+                rp = _from_buffer(recvbuf)
+                sp = _NULL if sendbuf is _IN_PLACE else _from_buffer(sendbuf)
+            except Exception:  # noqa: BLE001 - the general path below explains the error
+                rp = None
+            size = self._size
+            if (rp is not None and recvbuf.flags.writeable and recvbuf.size % size == 0
+                    and not recvbuf.dtype.hasobject and (sp is _NULL or not sendbuf.dtype.hasobject)):
+                block = len(rp) // size
+                if sp is _NULL or len(sp) == block:
+                    rc = _pmc_allgather(self._handle, sp, rp, block)
+                    if rc:
+                        self._check(rc, "Allgather")
+                    return
         h = self._live_handle("Allgather")
         size = self._layout.size
         recv = buffers.message(recvbuf, "recvbuf", writable=True, comm=self._mpi, blocks=size)

@@ -60,6 +60,7 @@ def body() -> None:
     expect(comm, TypeError, "root", lambda: comm.Bcast(a, root="0"))
     expect(comm, TypeError, "buf", lambda: comm.Bcast("text"))
     expect(comm, TypeError, "buf", lambda: comm.Bcast(12))
+    expect(comm, TypeError, "buf: buffer holds Python objects", lambda: comm.Bcast(np.array([object()] * 3)))
     expect(comm, TypeError, "recvbuf", lambda: comm.Allgather(np.zeros(2), None))
     expect(comm, ValueError, "count and displacement", lambda: comm.Bcast([a, -1, MPI.DOUBLE]))
 
