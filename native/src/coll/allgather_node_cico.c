@@ -25,6 +25,7 @@ int pmc_allgather_node_cico(pmc_node *n, const void *send, void *recv, uint64_t 
     const uint64_t ncells = region / cell;
     const uint64_t nchunks = (block + cell - 1) / cell;
     const uint64_t base = n->step;
+    const uint64_t layout_step = pmc_node_use_layout(n, PMC_LAYOUT_REGIONS, base);
     const int *readers = root < 0 ? n->others : &root;
     const int nreaders = root < 0 ? L - 1 : 1;
     const unsigned char *in = send;
@@ -34,17 +35,18 @@ int pmc_allgather_node_cico(pmc_node *n, const void *send, void *recv, uint64_t 
         const uint64_t s = base + k + 1;
         const uint64_t off = k * cell;
         const uint64_t len = block - off < cell ? block - off : cell;
-        const uint64_t cell_off = (k % ncells) * cell;
+        const uint64_t cell_off = pmc_cell_of(s, ncells, layout_step) * cell;
         if (i_write) {
-            /* First lap: anyone may still read this region from the last
-             * collective. Later laps: only this collective's readers. */
-            if (k == 0) {
-                rc = pmc_node_wait(n, PMC_FLAG_ACK, n->others, L - 1, base);
-                if (rc != PMC_OK) return rc;
-            } else if (k >= ncells) {
-                rc = pmc_node_wait(n, PMC_FLAG_ACK, readers, nreaders, s - ncells);
-                if (rc != PMC_OK) return rc;
+            /* The cell's previous use was in an earlier collective, read by
+             * any rank (all have acknowledged their whole collective by now
+             * or will), or in this one, read by this collective's readers. */
+            const uint64_t need = pmc_cell_free_step(s, ncells, layout_step);
+            if (pmc_step_geq(base, need)) {
+                rc = pmc_node_wait(n, PMC_FLAG_ACK, n->others, L - 1, need);
+            } else {
+                rc = pmc_node_wait(n, PMC_FLAG_ACK, readers, nreaders, need);
             }
+            if (rc != PMC_OK) return rc;
             memcpy(n->seg.data + (uint64_t)me * region + cell_off, in + off, len);
             pmc_node_post(n, PMC_FLAG_SEQ, s);
         }

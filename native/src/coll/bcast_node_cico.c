@@ -1,5 +1,6 @@
 /* Bcast within a node: the root copies chunks into a ring of cells, the
- * others copy them out; the root runs up to `ncells` chunks ahead. */
+ * others copy them out; the root runs up to `ncells` chunks ahead, across
+ * consecutive broadcasts too (cells are indexed by step). */
 #include <string.h>
 
 #include "node_algos.h"
@@ -13,6 +14,9 @@ int pmc_bcast_node_cico(pmc_node *n, void *buf, uint64_t bytes, int root)
     const uint64_t ncells = n->seg.data_bytes / cell;
     const uint64_t nchunks = (bytes + cell - 1) / cell;
     const uint64_t base = n->step;
+    const uint64_t layout_step = pmc_node_use_layout(n, PMC_LAYOUT_CELLS, base);
+    int have_confirmed = 0;
+    uint64_t confirmed = 0; /* every other rank acknowledged at least this step */
     unsigned char *p = buf;
     int rc = PMC_OK;
 
@@ -20,14 +24,16 @@ int pmc_bcast_node_cico(pmc_node *n, void *buf, uint64_t bytes, int root)
         const uint64_t s = base + k + 1;
         const uint64_t off = k * cell;
         const uint64_t len = bytes - off < cell ? bytes - off : cell;
-        unsigned char *slot = n->seg.data + (k % ncells) * cell;
+        unsigned char *slot = n->seg.data + pmc_cell_of(s, ncells, layout_step) * cell;
         if (n->local_rank == root) {
-            /* The cell is free once every reader finished the chunk that
-             * used it before (or the previous collective, for the first lap). */
-            if (k == 0 || k >= ncells) {
-                uint64_t need = k >= ncells ? s - ncells : base;
+            /* The cell is free once every rank finished reading its previous
+             * use (any rank may have read it, whoever was root then). */
+            const uint64_t need = pmc_cell_free_step(s, ncells, layout_step);
+            if (!have_confirmed || !pmc_step_geq(confirmed, need)) {
                 rc = pmc_node_wait(n, PMC_FLAG_ACK, n->others, n->local_size - 1, need);
                 if (rc != PMC_OK) return rc;
+                confirmed = need;
+                have_confirmed = 1;
             }
             memcpy(slot, p + off, len);
             pmc_node_post(n, PMC_FLAG_SEQ, s);

@@ -16,6 +16,11 @@
 
 enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1 };
 
+/* How a collective lays out the data area. Consecutive collectives with the
+ * same layout index cells by step number, so a writer waits only for the
+ * readers of the cell's previous use, not for the whole previous collective. */
+enum { PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS = 1, PMC_LAYOUT_REGIONS = 2 };
+
 typedef struct pmc_node {
     pmc_segment seg;
     int local_rank, local_size;
@@ -24,6 +29,8 @@ typedef struct pmc_node {
     int yield_now;          /* more local ranks than CPUs: never spin */
     int *others;            /* local ranks other than this one */
     uint64_t chunk;         /* pipeline chunk in bytes */
+    int layout;             /* current PMC_LAYOUT_* of the data area */
+    uint64_t layout_step;   /* step at which the current layout began */
     /* Context for error messages. */
     const char *coll;
     uint64_t coll_seq;
@@ -42,8 +49,35 @@ static inline void pmc_node_post(pmc_node *n, int kind, uint64_t value)
     atomic_store_explicit(&f->v, value, memory_order_release);
 }
 
+/* Called by every local rank at the start of a collective that uses the
+ * data area with `layout`; returns the step from which that layout has been
+ * in use (a switch makes it `base`: everything before must be read first). */
+static inline uint64_t pmc_node_use_layout(pmc_node *n, int layout, uint64_t base)
+{
+    if (n->layout != layout) {
+        n->layout = layout;
+        n->layout_step = base;
+    }
+    return n->layout_step;
+}
+
 /* Rollover-safe "a >= b" for step numbers. */
 static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
+
+/* Cell of step s in a ring of ncells cells: counted from the start of the
+ * layout, so the ring stays regular even where step numbers wrap. */
+static inline uint64_t pmc_cell_of(uint64_t s, uint64_t ncells, uint64_t layout_step)
+{
+    return (s - layout_step) % ncells;
+}
+
+/* Step a writer must see acknowledged before reusing the cell of step s:
+ * the cell's previous use in this layout, or the layout's start. */
+static inline uint64_t pmc_cell_free_step(uint64_t s, uint64_t ncells, uint64_t layout_step)
+{
+    const uint64_t prev = s - ncells;
+    return pmc_step_geq(prev, layout_step) ? prev : layout_step;
+}
 
 /* Wait until the `kind` flag of every rank in peers[0..npeers) is >= target.
  * Spins, then yields, then sleeps; returns PMC_ERR_TIMEOUT past the deadline,
