@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,23 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     return PMC_OK;
 }
 
+/* CPUs the ranks of this node can run on together: the union of their
+ * affinity masks. A rank bound to one core still spins happily when its
+ * peers have cores of their own; ranks sharing cores must yield instead. */
+static int node_cpu_count(pmc_comm *c, int *out)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        *out = pmc_online_cpus();
+        return PMC_OK;
+    }
+    CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, &set, (int)sizeof(set), MPI_BYTE, MPI_BOR, c->nodecomm));
+    int n = CPU_COUNT(&set);
+    *out = n > 0 ? n : 1;
+    return PMC_OK;
+}
+
 static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
 {
     CHECK_MPI(c, MPI_Comm_dup(user, &c->comm));
@@ -178,7 +196,10 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->local_rank = local_rank;
     n->local_size = local_size;
     n->timeout = cfg->timeout;
-    n->yield_now = local_size > pmc_online_cpus();
+    int cpus = 0;
+    int rc2 = node_cpu_count(c, &cpus);
+    if (rc2 != PMC_OK) return rc2;
+    n->yield_now = local_size > cpus;
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);
