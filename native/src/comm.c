@@ -44,6 +44,10 @@ static int build_rank_map(pmc_comm *c, int local_rank)
         if (c->node_of[r] + 1 > c->nnodes) c->nnodes = c->node_of[r] + 1;
     }
     free(all);
+    c->node_counts = calloc((size_t)c->nnodes, sizeof(pmc_mpi_count));
+    c->node_displs = calloc((size_t)c->nnodes, sizeof(pmc_mpi_displ));
+    if (!c->node_counts || !c->node_displs)
+        return pmc_fail(c, PMC_ERR_NOMEM, "out of memory building the rank map");
     c->node_count = calloc((size_t)c->nnodes, sizeof(int));
     c->member_start = calloc((size_t)c->nnodes, sizeof(int));
     c->node_first = calloc((size_t)c->nnodes, sizeof(int));
@@ -97,7 +101,11 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
             created = ok;
             if (!ok) path[0] = '\0';
         }
-        CHECK_MPI(c, MPI_Bcast(path, (int)sizeof(path), MPI_CHAR, 0, c->nodecomm));
+        int bc = MPI_Bcast(path, (int)sizeof(path), MPI_CHAR, 0, c->nodecomm);
+        if (bc != MPI_SUCCESS) {
+            if (created) unlink(path); /* never leave a name behind */
+            return pmc_mpi_fail(c, bc, "MPI_Bcast");
+        }
         if (path[0] == '\0') {
             ok = 0;
             if (local_rank != 0) snprintf(err, sizeof(err), "local rank 0 could not create the node segment");
@@ -267,6 +275,8 @@ int pmc_comm_free(pmc_comm *c)
     free(c->members);
     free(c->member_start);
     free(c->scratch);
+    free(c->node_counts);
+    free(c->node_displs);
     free(c);
     return PMC_OK;
 }

@@ -31,6 +31,8 @@ struct pmc_comm {
     uint64_t coll_seq;
     int broken;
     void *scratch;      /* grown on demand for hierarchical steps */
+    void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */
+    void *node_displs;  /* [nnodes] MPI displacements for the same */
     size_t scratch_bytes;
     char errmsg[PMC_ERRMSG_LEN];
     char note[PMC_ERRMSG_LEN];
@@ -53,8 +55,10 @@ int pmc_coll_leave(pmc_comm *c, int status);
 /* Byte counts through MPI: large-count calls where the MPI has them. */
 #if MPI_VERSION >= 4
 typedef MPI_Count pmc_mpi_count;
+typedef MPI_Aint pmc_mpi_displ; /* the _c v-collectives take MPI_Aint displacements */
 #else
 typedef int pmc_mpi_count;
+typedef int pmc_mpi_displ;
 #endif
 /* Fails with PMC_ERR_ARG when bytes does not fit the MPI's count type. */
 int pmc_mpi_count_of(pmc_comm *c, uint64_t bytes, pmc_mpi_count *out);

@@ -2,7 +2,6 @@
  * node blocks among leaders (Allgatherv: nodes may differ in size), then
  * broadcast the whole result inside each node. When nodes do not hold
  * consecutive ranks the leaders work in node order and reorder at the end. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "hier.h"
@@ -10,33 +9,23 @@
 
 static int leaders_exchange(pmc_comm *c, unsigned char *buf, uint64_t block, const int *first)
 {
-    const int nn = c->nnodes;
-#if MPI_VERSION >= 4
-    typedef MPI_Aint displ_t; /* MPI_Allgatherv_c takes MPI_Aint displacements */
-#else
-    typedef int displ_t;
-#endif
-    pmc_mpi_count *counts = malloc(sizeof(pmc_mpi_count) * (size_t)nn);
-    displ_t *displs = malloc(sizeof(displ_t) * (size_t)nn);
-    int rc = PMC_OK;
-    if (counts == NULL || displs == NULL) rc = pmc_fail(c, PMC_ERR_NOMEM, "Allgather: out of memory");
-    for (int k = 0; k < nn && rc == PMC_OK; ++k) {
-        pmc_mpi_count d = 0;
-        rc = pmc_mpi_count_of(c, (uint64_t)c->node_count[k] * block, &counts[k]);
+    /* Arrays allocated with the communicator: no allocation per call. */
+    pmc_mpi_count *counts = c->node_counts;
+    pmc_mpi_displ *displs = c->node_displs;
+    for (int k = 0; k < c->nnodes; ++k) {
+        pmc_mpi_count cnt = 0, d = 0;
+        int rc = pmc_mpi_count_of(c, (uint64_t)c->node_count[k] * block, &cnt);
         if (rc == PMC_OK) rc = pmc_mpi_count_of(c, (uint64_t)first[k] * block, &d);
-        displs[k] = (displ_t)d;
+        if (rc != PMC_OK) return rc;
+        counts[k] = cnt;
+        displs[k] = (pmc_mpi_displ)d;
     }
-    if (rc == PMC_OK) {
 #if MPI_VERSION >= 4
-        int mrc = MPI_Allgatherv_c(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
+    int mrc = MPI_Allgatherv_c(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
 #else
-        int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
+    int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
 #endif
-        if (mrc != MPI_SUCCESS) rc = pmc_mpi_fail(c, mrc, "MPI_Allgatherv");
-    }
-    free(counts);
-    free(displs);
-    return rc;
+    return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, "MPI_Allgatherv");
 }
 
 int pmc_allgather_hier(pmc_comm *c, const void *send, void *recv, uint64_t block)
