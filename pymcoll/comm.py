@@ -98,6 +98,8 @@ class Comm:
         cfg = ffi.new("pmc_config *")
         cfg.timeout = float(config.value("PYMCOLL_TIMEOUT", timeout))
         cfg.node_size = ns or 0
+        cfg.node_cyclic = int(config.value("PYMCOLL_NODE_LAYOUT") == "cyclic")
+        self._virtual_node_layout = "cyclic" if cfg.node_cyclic and ns else "block"
         cfg.lanes = config.value("PYMCOLL_LANES", lanes) or 0
         cfg.shm_mode = lib.PMC_SHM_OFF if config.value("PYMCOLL_SHM") == "off" else lib.PMC_SHM_AUTO
         cfg.shm_bytes = config.value("PYMCOLL_SHM_SIZE")
@@ -132,6 +134,7 @@ class Comm:
             shm_active=bool(lay.shm_active), consecutive=bool(lay.consecutive),
             segment_bytes=lay.segment_bytes, data_bytes=lay.data_bytes, chunk_bytes=lay.chunk_bytes,
             virtual_node_size=self._virtual_node_size,
+            virtual_node_layout=self._virtual_node_layout,
         )
 
     def _live_handle(self, what: str) -> Any:

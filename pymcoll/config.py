@@ -49,6 +49,14 @@ def parse_positive_int(text: str, name: str) -> int:
     return value
 
 
+def parse_node_layout(text: str, name: str) -> str:
+    """Parse 'block' or 'cyclic'."""
+    value = text.strip().lower()
+    if value not in ("block", "cyclic"):
+        raise ValueError(f"{name}={text!r}: expected 'block' or 'cyclic'")
+    return value
+
+
 def parse_shm_mode(text: str, name: str) -> str:
     """Parse 'auto' or 'off'."""
     value = text.strip().lower()
@@ -90,6 +98,9 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_NODE_SIZE", None, parse_positive_int,
                "group consecutive ranks into virtual nodes of this many ranks (unset = real nodes); "
                "keyword node_size="),
+        Option("PYMCOLL_NODE_LAYOUT", "block", parse_node_layout,
+               "how virtual nodes take ranks: 'block' (consecutive ranks) or 'cyclic' (rank r on "
+               "node r mod nodes, like a by-node placement)"),
         Option("PYMCOLL_LANES", None, parse_positive_int,
                "cap on the number of lanes between nodes (unset = fewest ranks on any node); "
                "keyword lanes="),

@@ -33,6 +33,7 @@ class Layout:
     data_bytes: int
     chunk_bytes: int
     virtual_node_size: int | None
+    virtual_node_layout: str = "block"
 
     def node_ranks(self, node: int | None = None) -> tuple[int, ...]:
         """Ranks of `node` (this rank's node by default), in local-rank order."""
@@ -42,7 +43,11 @@ class Layout:
 
     def describe(self) -> str:
         """One line for humans."""
-        kind = f"virtual nodes of {self.virtual_node_size}" if self.virtual_node_size else "real nodes"
+        kind = "real nodes"
+        if self.virtual_node_size:
+            kind = f"virtual nodes of {self.virtual_node_size}"
+            if self.virtual_node_layout == "cyclic":
+                kind += ", ranks dealt round-robin"
         return (f"{self.size} ranks on {self.nnodes} node(s) ({kind}, {self.min_local}-{self.max_local} "
                 f"ranks each), {self.lanes} lane(s); rank {self.rank} is local rank {self.local_rank} "
                 f"of node {self.node}")

@@ -20,6 +20,14 @@ def test_properties_default_segment(n: int, node_size: int | None) -> None:
     assert "OK" in proc.stdout
 
 
+@pytest.mark.parametrize("n,node_size", [(3, 2), (4, 2), (5, 2), (4, 3)], ids=lambda v: str(v))
+def test_properties_cyclic_nodes(n: int, node_size: int) -> None:
+    # Nodes that do not hold consecutive ranks: the leaders reorder blocks.
+    env = {"PYMCOLL_NODE_SIZE": str(node_size), "PYMCOLL_NODE_LAYOUT": "cyclic", "PYMCOLL_TIMEOUT": "60"}
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "20" if CI else "60", env=env, timeout=300)
+    assert "OK" in proc.stdout
+
+
 @pytest.mark.parametrize("node_size", [None, 2, 3], ids=lambda k: f"node{k or 'real'}")
 @pytest.mark.parametrize("n", [2, 3, 4], ids=lambda n: f"np{n}")
 def test_properties_small_segment(n: int, node_size: int | None) -> None:

@@ -37,6 +37,7 @@ typedef struct pmc_comm pmc_comm;
 typedef struct pmc_config {
     double timeout;          /* seconds per collective wait; 0 = none; <0 = default */
     int node_size;           /* virtual node size; 0 = real nodes */
+    int node_cyclic;         /* virtual nodes deal ranks round-robin instead of in blocks */
     int lanes;               /* lane cap; 0 = min ranks per node */
     int shm_mode;            /* PMC_SHM_AUTO or PMC_SHM_OFF */
     uint64_t shm_bytes;      /* data area of the segment; 0 = default */

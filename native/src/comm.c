@@ -169,7 +169,14 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     MPI_Comm shared = MPI_COMM_NULL;
     CHECK_MPI(c, MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &shared));
     if (cfg->node_size > 0) {
-        int rc = MPI_Comm_split(shared, c->rank / cfg->node_size, c->rank, &c->nodecomm);
+        /* Blocks of consecutive ranks, or ranks dealt round-robin over as
+         * many nodes (what a by-node placement of a real job looks like). */
+        int srank = 0, ssize = 1;
+        CHECK_MPI(c, MPI_Comm_rank(shared, &srank));
+        CHECK_MPI(c, MPI_Comm_size(shared, &ssize));
+        const int nvirtual = (ssize + cfg->node_size - 1) / cfg->node_size;
+        const int color = cfg->node_cyclic ? srank % nvirtual : c->rank / cfg->node_size;
+        int rc = MPI_Comm_split(shared, color, c->rank, &c->nodecomm);
         free_comm(&shared);
         if (rc != MPI_SUCCESS) return pmc_mpi_fail(c, rc, "MPI_Comm_split");
     } else {

@@ -6,6 +6,7 @@ Usage: python -m mpi_programs.comm_api [NODE_SIZE]
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -29,10 +30,17 @@ def body() -> None:
     comm = pymcoll.Comm(world, node_size=k)
     lay = comm.layout
     assert comm.mpi is world and comm.rank == rank and comm.Get_size() == size
-    if k:
+    cyclic = os.environ.get("PYMCOLL_NODE_LAYOUT") == "cyclic"
+    if k and cyclic:
+        nn = -(-size // k)
+        assert lay.node_of == tuple(r % nn for r in range(size)), lay
+        assert lay.local_of == tuple(r // nn for r in range(size)), lay
+        assert lay.nnodes == nn and lay.consecutive == (nn == 1 or size <= nn)
+        assert lay.lanes == size // nn
+    elif k:
         assert lay.node_of == tuple(r // k for r in range(size)), lay
         assert lay.local_of == tuple(r % k for r in range(size)), lay
-        assert lay.nnodes == -(-size // k)
+        assert lay.nnodes == -(-size // k) and lay.consecutive
         assert lay.lanes == min(k, size - (lay.nnodes - 1) * k)
     else:
         assert lay.nnodes == 1 and lay.local_rank == rank and lay.lanes == size
