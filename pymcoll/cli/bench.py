@@ -649,7 +649,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.launched and not is_launched():
         argv = list(getattr(args, "_argv", None) or sys.argv[1:])
-        program = [sys.executable, "-m", "pymcoll", *argv, "--launched"]
+        # -P (Python 3.11+): a checkout's pymcoll/ folder in the working
+        # directory must not shadow the installed package in the ranks.
+        safe = ["-P"] if sys.version_info >= (3, 11) else []
+        program = [sys.executable, *safe, "-m", "pymcoll", *argv, "--launched"]
         try:
             return run_under_mpiexec(args.np or default_np(), program, timeout=args.timeout,
                                      mpiexec=args.mpiexec)
