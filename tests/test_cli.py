@@ -50,3 +50,14 @@ def test_bench_rejects_bad_option_with_a_message() -> None:
     proc = subprocess.run([sys.executable, "-P", "-m", "pymcoll", "bench", "--max-bytes", "lots"],
                           cwd=TESTS_DIR, env=mpi_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--max-bytes" in proc.stderr
+
+
+def test_bench_ranks_ignore_a_pymcoll_folder_in_the_working_directory(tmp_path) -> None:
+    # A checkout's root holds pymcoll/ without the compiled core; the ranks
+    # that bench starts must still import the installed package.
+    decoy = tmp_path / "pymcoll"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('decoy package imported')\n")
+    cmd = [sys.executable, "-P", "-m", "pymcoll", "bench", "--np", "2", "--colls", "barrier"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and "vs_ref" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
