@@ -1,0 +1,35 @@
+"""pymcoll.testing: property tests of collectives against MPI semantics.
+
+Under MPI, hypothesis deadlocks unless every rank draws the same examples and
+agrees on every verdict; this package does both, and adds a reference oracle
+for every collective of MPI's buffer API and a watchdog for hangs::
+
+    from mpi4py import MPI
+    import pymcoll, pymcoll.testing
+
+    comm = pymcoll.Comm(MPI.COMM_WORLD)
+    report = pymcoll.testing.check(comm, MPI.COMM_WORLD, ["Bcast", "Allgather"])
+    if MPI.COMM_WORLD.rank == 0:
+        print(report)
+
+Run it under mpiexec. The same works for a plain mpi4py communicator or any
+object with mpi4py's method names and arguments.
+"""
+
+try:
+    import hypothesis  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("pymcoll.testing needs hypothesis: pip install 'pymcoll[test]'") from exc
+
+from .cases import COLLECTIVES, OPS, Case, mpi_dtypes, ops_for
+from .check import LAYOUTS, Failure, Report, check, run_case
+from .execute import write_past
+from .oracle import expected, reduce_arrays
+from .runner import HANG_EXIT, Watchdog, run_property
+from .strategies import cases
+
+__all__ = [
+    "check", "run_case", "Report", "Failure", "Case", "cases", "expected", "reduce_arrays",
+    "run_property", "Watchdog", "LAYOUTS", "COLLECTIVES", "OPS", "HANG_EXIT", "mpi_dtypes",
+    "ops_for", "write_past",
+]

@@ -1,0 +1,202 @@
+"""pymcoll.testing.check: the whole battery against one implementation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+from mpi4py import MPI
+
+from .cases import Case
+from .execute import BarrierProbe, build, call, judge
+from .runner import Watchdog, run_property
+from .strategies import cases, collective_names
+
+LayoutFn = Callable[[Any, MPI.Comm], tuple[Any, Optional[MPI.Comm]]]
+
+
+def _split_layout(color_key: Callable[[int, int], tuple[int, int]]) -> LayoutFn:
+    def make(impl: Any, comm: MPI.Comm) -> tuple[Any, Optional[MPI.Comm]]:
+        color, key = color_key(comm.Get_rank(), comm.Get_size())
+        if not callable(getattr(impl, "Split", None)):
+            raise ValueError("layouts: the implementation has no Split(); test it with layouts=('world',)")
+        sub = impl.Split(color, key)
+        verdicts = comm.Split(color, key)
+        if verdicts == MPI.COMM_NULL:
+            return None, None
+        return sub, verdicts
+    return make
+
+
+LAYOUTS: dict[str, LayoutFn] = {
+    "world": lambda impl, comm: (impl, comm.Dup()),
+    "halves": _split_layout(lambda r, n: (r % 2, r)),
+    "reversed": _split_layout(lambda r, n: (0, n - r)),
+    "all-but-first": _split_layout(lambda r, n: (MPI.UNDEFINED if r == 0 else 0, r)),
+}
+
+
+@dataclass
+class Failure:
+    """One collective that misbehaved, with its minimal failing case."""
+
+    collective: str
+    layout: str
+    case: dict[str, Any]            # Case(**case) rebuilds it
+    call: str                       # a call that reproduces it on the same ranks
+    message: str                    # what went wrong, rank by rank
+    first_case: Optional[dict[str, Any]] = None  # the first failing case seen, before shrinking
+
+    def __str__(self) -> str:
+        return f"{self.collective} [{self.layout}]: {self.message}\n    reproduce: {self.call}"
+
+
+@dataclass
+class Report:
+    """Outcome of :func:`check`, identical on every rank."""
+
+    failures: list[Failure] = field(default_factory=list)
+    examples: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when no collective failed."""
+        return not self.failures
+
+    def __str__(self) -> str:
+        ran = ", ".join(f"{k} x{v}" for k, v in self.examples.items())
+        if self.ok:
+            return f"pymcoll.testing: all passed ({ran})"
+        lines = [f"pymcoll.testing: {len(self.failures)} failure(s) ({ran})"]
+        lines += [f"  {f}" for f in self.failures]
+        return "\n".join(lines)
+
+
+def run_case(impl: Any, case: Case, rank: Optional[int] = None) -> Optional[str]:
+    """Run one case on this rank of `impl` and judge it: None, or what is wrong.
+
+    Every rank of the case's communicator must call it with the same case.
+    """
+    if rank is None:
+        rank = impl.Get_rank() if hasattr(impl, "Get_rank") else impl.rank
+    if case.collective == "Barrier":
+        call(impl, case, build(case, rank))
+        return None
+    bufs = build(case, rank)
+    call(impl, case, bufs)
+    return judge(case, rank, bufs)
+
+
+def _message(messages: list[Optional[str]]) -> str:
+    parts = [f"rank {r}: {m}" for r, m in enumerate(messages) if m is not None]
+    return "; ".join(parts)
+
+
+def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None, max_examples: int = 100,
+          *, dtypes: Optional[Iterable[str]] = None, ops: Optional[Iterable[str]] = None,
+          max_bytes: int = 1 << 16, thresholds: Sequence[int] = (), in_place: bool = True,
+          layouts: Union[Sequence[str], Mapping[str, LayoutFn]] = ("world",),
+          deadline: float = 60.0) -> Report:
+    """Test `impl`'s collectives against MPI semantics; returns a :class:`Report`.
+
+    impl: anything with mpi4py's buffer-API methods (a pymcoll.Comm, an
+        mpi4py communicator, a user's object); comm: the mpi4py communicator
+        over the same ranks, used only to agree on examples and verdicts.
+    collectives: method names ("Allgather", "Iallgather", ...); default every
+        blocking collective `impl` has.
+    dtypes, ops, max_bytes, thresholds, in_place: see
+        :func:`pymcoll.testing.strategies.cases`.
+    layouts: communicator layouts to test on: names from ``LAYOUTS``
+        ("world", "halves", "reversed", "all-but-first"; the last three need
+        ``impl.Split``) or a mapping of names to functions
+        ``(impl, comm) -> (sub_impl, sub_comm)`` returning (None, None) on
+        ranks left out.
+    deadline: seconds one example may take before the watchdog reports it
+        and aborts the job (0: no watchdog).
+
+    Collective over `comm`. A found bug never raises: it is in the report,
+    with the minimal failing case and a call that reproduces it.
+    """
+    if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+        raise TypeError(f"comm: expected the mpi4py communicator the implementation runs on, got {comm!r}")
+    if max_examples < 1:
+        raise ValueError(f"max_examples: expected >= 1, got {max_examples}")
+    names = collective_names(impl, collectives)
+    table: Mapping[str, LayoutFn]
+    if isinstance(layouts, Mapping):
+        table = layouts
+    else:
+        unknown = [n for n in layouts if n not in LAYOUTS]
+        if unknown:
+            raise ValueError(f"layouts: unknown {unknown}; expected names from {sorted(LAYOUTS)} or a mapping")
+        table = {n: LAYOUTS[n] for n in layouts}
+
+    rank = comm.Get_rank()
+    watchdog = Watchdog(deadline, rank)
+    local: list[Failure] = []
+    examples: dict[str, int] = {}
+    try:
+        for lname, make in table.items():
+            sub, vcomm = make(impl, comm)
+            if sub is not None:
+                try:
+                    _check_layout(sub, vcomm, lname, names, max_examples, local, examples, watchdog,
+                                  dict(dtypes=dtypes, ops=ops, max_bytes=max_bytes, thresholds=thresholds,
+                                       in_place=in_place))
+                finally:
+                    if sub is not impl and callable(getattr(sub, "Free", None)):
+                        sub.Free()
+                    vcomm.Free()
+    finally:
+        watchdog.stop()
+    # Every rank reports every group's failures.
+    merged: list[Failure] = []
+    seen = set()
+    for part in comm.allgather(local):
+        for f in part:
+            key = (f.collective, f.layout, repr(f.case))
+            if key not in seen:
+                seen.add(key)
+                merged.append(f)
+    totals: dict[str, int] = {}
+    for part in comm.allgather(examples):
+        for k, v in part.items():
+            totals[k] = max(totals.get(k, 0), v)
+    return Report(merged, totals)
+
+
+def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_examples: int,
+                  out: list[Failure], examples: dict[str, int], watchdog: Watchdog,
+                  options: dict[str, Any]) -> None:
+    size, rank = vcomm.Get_size(), vcomm.Get_rank()
+    probe: Optional[BarrierProbe] = None
+    try:
+        for name in names:
+            counter = {"n": 0}
+            if name in ("Barrier", "Ibarrier") and probe is None:
+                probe = BarrierProbe(vcomm)
+
+            def body(case: Case, _probe: Optional[BarrierProbe] = probe) -> Optional[str]:
+                counter["n"] += 1
+                if case.collective == "Barrier" and _probe is not None:
+                    _probe.before(case)
+                    call(impl, case, build(case, rank))
+                    return _probe.after()
+                return run_case(impl, case, rank)
+
+            strategy = cases(name, size, **options)
+            found = run_property(strategy, body, vcomm, label=f"{name} [{lname}]",
+                                 max_examples=max_examples, watchdog=watchdog)
+            examples[f"{name}[{lname}]"] = counter["n"]
+            if found is not None:
+                case: Case = found.case
+                out.append(Failure(
+                    collective=name, layout=lname, case=case.kwargs(),
+                    call=(f"pymcoll.testing.run_case(impl, pymcoll.testing.{case!r})  "
+                          f"# on every rank of a {size}-rank communicator ({lname} layout)"),
+                    message=_message(found.messages),
+                    first_case=found.first_case.kwargs() if found.first_case is not None else None,
+                ))
+    finally:
+        if probe is not None:
+            probe.free()
