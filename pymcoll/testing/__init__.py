@@ -21,7 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("pymcoll.testing needs hypothesis: pip install 'pymcoll[test]'") from exc
 
-from .cases import COLLECTIVES, OPS, Case, mpi_dtypes, ops_for
+from .case import COLLECTIVES, OPS, Case, mpi_dtypes, mpi_type, ops_for
 from .check import LAYOUTS, Failure, Report, check, run_case
 from .execute import write_past
 from .oracle import expected, reduce_arrays
@@ -31,5 +31,5 @@ from .strategies import cases
 __all__ = [
     "check", "run_case", "Report", "Failure", "Case", "cases", "expected", "reduce_arrays",
     "run_property", "Watchdog", "LAYOUTS", "COLLECTIVES", "OPS", "HANG_EXIT", "mpi_dtypes",
-    "ops_for", "write_past",
+    "ops_for", "mpi_type", "write_past",
 ]

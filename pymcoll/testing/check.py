@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from mpi4py import MPI
 
-from .cases import Case
+from .case import Case
 from .execute import BarrierProbe, build, call, judge
 from .runner import Watchdog, run_property
 from .strategies import cases, collective_names

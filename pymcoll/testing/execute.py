@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 from mpi4py import MPI
 
-from .cases import NO_IN_PLACE, SENTINEL, Case, mpi_type, recv_layout, send_data, send_layout
+from .case import NO_IN_PLACE, SENTINEL, Case, mpi_type, recv_layout, send_data, send_layout
 from .oracle import compare, expected
 
 GUARD = 16  # sentinel elements on each side of every receive region

@@ -1,6 +1,6 @@
 """Reference results of MPI's buffer-API collectives, computed with numpy.
 
-For a :class:`~pymcoll.testing.cases.Case` and a rank, :func:`expected`
+For a :class:`~pymcoll.testing.case.Case` and a rank, :func:`expected`
 gives what that rank's receive buffer must hold afterwards: the result where
 MPI defines one, the untouched sentinel where the collective must not write
 (gaps between blocks of vector forms), and a mask of positions MPI leaves
@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from .cases import SENTINEL, Case, recv_layout, send_data, send_layout
+from .case import SENTINEL, Case, recv_layout, send_data, send_layout
 
 
 @dataclass

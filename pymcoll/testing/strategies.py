@@ -12,7 +12,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from .cases import COLLECTIVES, NO_IN_PLACE, REDUCING, ROOTED, VECTOR, Case, base_name, mpi_dtypes, ops_for
+from .case import COLLECTIVES, NO_IN_PLACE, REDUCING, ROOTED, VECTOR, Case, base_name, mpi_dtypes, ops_for
 
 
 def counts(itemsize: int, max_count: int, thresholds: Sequence[int] = ()) -> st.SearchStrategy[int]:

@@ -87,7 +87,15 @@ class HangsAtOneSize(Forwarding):
         self._comm.Bcast(buf, root)
 
 
+class BarrierReturnsAtOnce(Forwarding):
+    """Barrier that does not wait."""
+
+    def Barrier(self):  # noqa: N802
+        return None
+
+
 BUGS = {
+    "barrier": (BarrierReturnsAtOnce, ["Barrier"], {}),
     "off_by_one": (OffByOneAboveThreshold, ["Allgather"], {"thresholds": [4096], "max_bytes": 8192}),
     "wrong_root": (WrongRoot, ["Bcast"], {}),
     "in_place": (InPlaceIgnored, ["Allgather"], {}),
