@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pymcoll.testing.pytest_plugin"]
+
 TESTS_DIR = Path(__file__).resolve().parent
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -99,3 +99,23 @@ def test_oracle_marks_gaps_untouched_and_undefined_results() -> None:
     assert exp.values.view(np.uint8)[:2].tolist() == [0xA5, 0xA5]  # the gap keeps the sentinel
     ex = expected(Case("Exscan", 3, dtype="int32", count=4, op="SUM", seed=1), 0)
     assert not ex.checked.any()  # rank 0 of Exscan: undefined
+
+
+def test_pytest_fixture_passes_a_correct_implementation(mpi_check) -> None:
+    from conftest import TESTS_DIR, mpi_env
+
+    result = mpi_check(2, "mpi4py", collectives=["Bcast", "Allreduce"], examples=10,
+                       env=mpi_env(), cwd=str(TESTS_DIR), timeout=300)
+    result.assert_ok()
+    assert result.examples["Bcast[world]"] == 10
+
+
+def test_pytest_fixture_reports_a_planted_bug(mpi_check) -> None:
+    from conftest import TESTS_DIR, mpi_env
+
+    result = mpi_check(3, "mpi_programs.planted_bugs:wrong_root", collectives=["Bcast"], examples=50,
+                       env=mpi_env(), cwd=str(TESTS_DIR), timeout=300)
+    assert not result.ok and result.returncode == 1
+    assert result.failures[0]["case"]["root"] == 1
+    with pytest.raises(pytest.fail.Exception, match="reproduce: pymcoll.testing.run_case"):
+        result.assert_ok()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any, Callable, Optional
 
@@ -30,6 +31,10 @@ def _factory(spec: str) -> Callable[[Any], Any]:
     module, _, name = spec.partition(":")
     if not module or not name:
         raise ValueError(f"--impl={spec!r}: expected 'pymcoll', 'mpi4py' or 'module:function'")
+    # The user's module may live in the working directory, which -P keeps off
+    # sys.path; append it, after the installed packages.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:

@@ -88,7 +88,15 @@ def run_case(impl: Any, case: Case, rank: Optional[int] = None) -> Optional[str]
 
 
 def _message(messages: list[Optional[str]]) -> str:
-    parts = [f"rank {r}: {m}" for r, m in enumerate(messages) if m is not None]
+    """Per-rank messages, ranks with the same message grouped."""
+    groups: dict[str, list[int]] = {}
+    for r, m in enumerate(messages):
+        if m is not None:
+            groups.setdefault(m, []).append(r)
+    parts = []
+    for m, ranks in groups.items():
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+        parts.append(f"{who}: {m}")
     return "; ".join(parts)
 
 

@@ -94,6 +94,11 @@ class BarrierReturnsAtOnce(Forwarding):
         return None
 
 
+def wrong_root(comm: MPI.Comm) -> WrongRoot:
+    """Factory for ``python -m pymcoll.testing --impl mpi_programs.planted_bugs:wrong_root``."""
+    return WrongRoot(comm.Dup())
+
+
 BUGS = {
     "barrier": (BarrierReturnsAtOnce, ["Barrier"], {}),
     "off_by_one": (OffByOneAboveThreshold, ["Allgather"], {"thresholds": [4096], "max_bytes": 8192}),
