@@ -107,7 +107,7 @@ def test_pytest_fixture_passes_a_correct_implementation(mpi_check) -> None:
     result = mpi_check(2, "mpi4py", collectives=["Bcast", "Allreduce"], examples=10,
                        env=mpi_env(), cwd=str(TESTS_DIR), timeout=300)
     result.assert_ok()
-    assert result.examples["Bcast[world]"] == 10
+    assert result.examples["Bcast[world]"] >= 10  # drawn examples, plus one per dtype
 
 
 def test_pytest_fixture_reports_a_planted_bug(mpi_check) -> None:

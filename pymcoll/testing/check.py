@@ -10,7 +10,7 @@ from mpi4py import MPI
 from .case import Case
 from .execute import BarrierProbe, build, call, judge
 from .runner import Watchdog, run_property
-from .strategies import cases, collective_names
+from .strategies import cases, collective_names, coverage_cases
 
 LayoutFn = Callable[[Any, MPI.Comm], tuple[Any, Optional[MPI.Comm]]]
 
@@ -193,8 +193,20 @@ def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_
                 return run_case(impl, case, rank)
 
             strategy = cases(name, size, **options)
-            found = run_property(strategy, body, vcomm, label=f"{name} [{lname}]",
-                                 max_examples=max_examples, watchdog=watchdog)
+            explicit = coverage_cases(name, size, dtypes=options["dtypes"], ops=options["ops"])
+            label = f"{name} [{lname}]"
+            found = run_property(strategy, body, vcomm, label=label, max_examples=max_examples,
+                                 watchdog=watchdog, explicit=explicit)
+            if found is not None and found.case in explicit:
+                # Explicit examples are not shrunk: search again within the
+                # failing dtype and op, where shrinking finds the minimal case.
+                narrowed = dict(options, dtypes=[found.case.dtype],
+                                ops=[found.case.op] if found.case.op else options["ops"])
+                again = run_property(cases(name, size, **narrowed), body, vcomm, label=label,
+                                     max_examples=max_examples, watchdog=watchdog)
+                if again is not None:
+                    again.first_case, again.first_messages = found.case, found.messages
+                    found = again
             examples[f"{name}[{lname}]"] = counter["n"]
             if found is not None:
                 case: Case = found.case

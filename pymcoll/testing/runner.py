@@ -15,9 +15,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
 from hypothesis import strategies as st
 from mpi4py import MPI
 
@@ -84,13 +84,14 @@ class RanksDisagree(RuntimeError):
 
 
 def run_property(strategy: st.SearchStrategy, body: Callable[[Any], Optional[str]], comm: MPI.Comm, *,
-                 label: str, max_examples: int, watchdog: Watchdog) -> Optional[FoundFailure]:
+                 label: str, max_examples: int, watchdog: Watchdog,
+                 explicit: Sequence[Any] = ()) -> Optional[FoundFailure]:
     """Run `body` over examples of `strategy` on every rank of `comm`.
 
     body(example) returns None when this rank's part is right, else a message;
     exceptions it raises count as failures. Returns None when every example
     passed on every rank, else the failure (identical on every rank). Never
-    raises for a failing example.
+    raises for a failing example. `explicit` examples run first, unshrunk.
     """
     state: dict[str, Any] = {"last": None, "first": None}
 
@@ -98,26 +99,28 @@ def run_property(strategy: st.SearchStrategy, body: Callable[[Any], Optional[str
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
               phases=[Phase.explicit, Phase.generate, Phase.shrink], report_multiple_bugs=False,
               print_blob=False)
-    @given(example=strategy)
-    def prop(example: Any) -> None:
-        drawn = comm.allgather(repr(example))
+    @given(case=strategy)
+    def prop(case: Any) -> None:
+        drawn = comm.allgather(repr(case))
         if len(set(drawn)) != 1:
             raise RanksDisagree(f"{label}: ranks drew different examples {drawn}; strategies may only "
                                 "depend on values every rank agrees on")
         # The deadline covers the verdict too: a rank whose peer hangs waits there.
-        watchdog.arm(label, example)
+        watchdog.arm(label, case)
         try:
-            msg = body(example)
+            msg = body(case)
         except Exception as exc:  # noqa: BLE001 - a failure of the implementation, agreed below
             msg = f"{type(exc).__name__}: {exc}"
         messages = comm.allgather(msg)
         watchdog.disarm()
         if any(m is not None for m in messages):
-            state["last"] = (example, messages)
+            state["last"] = (case, messages)
             if state["first"] is None:
-                state["first"] = (example, messages)
+                state["first"] = (case, messages)
             raise AssertionError(f"{label} failed")
 
+    for ex in reversed(list(explicit)):
+        prop = example(case=ex)(prop)
     try:
         prop()
     except RanksDisagree:

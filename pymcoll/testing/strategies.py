@@ -93,6 +93,33 @@ def cases(draw: st.DrawFn, collective: str, size: int, *,
                 counts=vec, gaps=gaps, method=method)
 
 
+def coverage_cases(collective: str, size: int, *, dtypes: Optional[Iterable[str]] = None,
+                   ops: Optional[Iterable[str]] = None) -> list[Case]:
+    """One small case per dtype (ops taken in turn), run before the drawn
+    ones so that every dtype and op is exercised whatever the draws."""
+    coll = base_name(collective)
+    if coll == "Barrier":
+        return []
+    pool = list(dtypes) if dtypes is not None else list(mpi_dtypes())
+    root = min(1, size - 1) if coll in ROOTED else 0
+    out = []
+    for i, dtype in enumerate(pool):
+        op = None
+        if coll in REDUCING:
+            valid = [o for o in ops_for(dtype) if ops is None or o in set(ops)]
+            if not valid:
+                continue
+            op = valid[i % len(valid)]
+        vec: tuple[int, ...] = ()
+        if coll == "Alltoallv":
+            vec = (1,) * (size * size)
+        elif coll in VECTOR:
+            vec = (1,) * size
+        out.append(Case(coll, size, dtype=dtype, count=0 if coll in VECTOR else 1, root=root, op=op,
+                        counts=vec, seed=0, method=collective))
+    return out
+
+
 def collective_names(impl: object, names: Optional[Iterable[str]] = None) -> list[str]:
     """The collectives to test on `impl`: the given names, checked, or every
     blocking collective of the buffer API that `impl` has."""
