@@ -119,3 +119,15 @@ def test_pytest_fixture_reports_a_planted_bug(mpi_check) -> None:
     assert result.failures[0]["case"]["root"] == 1
     with pytest.raises(pytest.fail.Exception, match="reproduce: pymcoll.testing.run_case"):
         result.assert_ok()
+
+
+def test_nonblocking_forms_are_checked_and_waited_on() -> None:
+    names = "Ibarrier,Ibcast,Iscatterv,Igatherv,Iallgatherv,Ialltoallv,Ireduce,Iallreduce,Ireduce_scatter,Iscan,Iexscan"
+    proc = run_mpi(3, "toolkit_check", "mpi4py", "--examples", "10", "--collectives", names, timeout=300)
+    assert "all passed" in proc.stdout and "Ialltoallv[world]" in proc.stdout, proc.stdout
+
+
+def test_pymcoll_under_virtual_node_layouts() -> None:
+    proc = run_mpi(4, "toolkit_check", "pymcoll", "--examples", "10", "--collectives", "Barrier,Bcast,Allgather",
+                   "--layouts", "world,nodes-of-2,nodes-of-3,halves", timeout=300)
+    assert "all passed" in proc.stdout and "Allgather[nodes-of-3]" in proc.stdout, proc.stdout

@@ -28,6 +28,27 @@ def _split_layout(color_key: Callable[[int, int], tuple[int, int]]) -> LayoutFn:
     return make
 
 
+def virtual_nodes(k: int) -> LayoutFn:
+    """Layout: the same ranks as a pymcoll.Comm with virtual nodes of k ranks
+    (the implementation must be a pymcoll.Comm; its options carry over)."""
+    def make(impl: Any, comm: MPI.Comm) -> tuple[Any, Optional[MPI.Comm]]:
+        import pymcoll
+
+        if not isinstance(impl, pymcoll.Comm):
+            raise ValueError(f"layouts: nodes-of-{k} needs a pymcoll.Comm implementation")
+        return pymcoll.Comm(impl.mpi.Dup(), node_size=k), comm.Dup()
+    return make
+
+
+def layout_by_name(name: str) -> LayoutFn:
+    """A layout of ``LAYOUTS``, or ``nodes-of-K`` for virtual nodes of K ranks."""
+    if name in LAYOUTS:
+        return LAYOUTS[name]
+    if name.startswith("nodes-of-") and name[len("nodes-of-"):].isdigit() and int(name[len("nodes-of-"):]) > 0:
+        return virtual_nodes(int(name[len("nodes-of-"):]))
+    raise ValueError(f"layouts: unknown {name!r}; expected one of {sorted(LAYOUTS)}, nodes-of-K, or a mapping")
+
+
 LAYOUTS: dict[str, LayoutFn] = {
     "world": lambda impl, comm: (impl, comm.Dup()),
     "halves": _split_layout(lambda r, n: (r % 2, r)),
@@ -116,7 +137,8 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
         :func:`pymcoll.testing.strategies.cases`.
     layouts: communicator layouts to test on: names from ``LAYOUTS``
         ("world", "halves", "reversed", "all-but-first"; the last three need
-        ``impl.Split``) or a mapping of names to functions
+        ``impl.Split``), ``nodes-of-K`` (a pymcoll.Comm over the same ranks
+        with virtual nodes of K) or a mapping of names to functions
         ``(impl, comm) -> (sub_impl, sub_comm)`` returning (None, None) on
         ranks left out.
     deadline: seconds one example may take before the watchdog reports it
@@ -134,10 +156,7 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
     if isinstance(layouts, Mapping):
         table = layouts
     else:
-        unknown = [n for n in layouts if n not in LAYOUTS]
-        if unknown:
-            raise ValueError(f"layouts: unknown {unknown}; expected names from {sorted(LAYOUTS)} or a mapping")
-        table = {n: LAYOUTS[n] for n in layouts}
+        table = {n: layout_by_name(n) for n in layouts}
 
     rank = comm.Get_rank()
     watchdog = Watchdog(deadline, rank)
