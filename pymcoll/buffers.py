@@ -17,6 +17,7 @@ from typing import Any, Optional
 from mpi4py import MPI
 
 from ._native import ffi, lib
+from .elements import code_of_datatype, code_of_object
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Message:
     keep: list = field(default_factory=list)
     # Set when a non-contiguous datatype was packed: unpack after receiving.
     unpack_to: Optional[tuple] = None  # (user pointer, count, datatype)
+    elem: Optional[int] = None  # element type code (pymcoll.elements), None if unknown
 
     def finish(self) -> None:
         """Copy a packed receive message back into the user's layout."""
@@ -97,7 +99,8 @@ def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
         raise TypeError(f"{arg}: a buffer spec list must start with the buffer, got {spec!r}")
     if not isinstance(spec, (list, tuple)):
         ptr, nbytes, itemsize, keep = _raw(spec, arg, writable)
-        return _split(Message(ptr, nbytes, nbytes, itemsize, keep), arg, blocks, nbytes // max(itemsize, 1), itemsize)
+        msg = Message(ptr, nbytes, nbytes, itemsize, keep, elem=code_of_object(spec))
+        return _split(msg, arg, blocks, nbytes // max(itemsize, 1), itemsize)
 
     if not 1 <= len(spec) <= 3:
         raise TypeError(f"{arg}: expected [buf], [buf, datatype] or [buf, count, datatype], got {len(spec)} items")
@@ -138,8 +141,9 @@ def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
                              f"but the buffer holds {capacity}; pass a larger buffer or a smaller count")
     if ptr != ffi.NULL and start:
         ptr = ffi.cast("char *", ptr) + start
+    elem = code_of_object(buf) if datatype is None else code_of_datatype(datatype)
     if datatype is None or _is_contiguous_type(datatype):
-        msg = Message(ptr, count * size, capacity - start, size, keep)
+        msg = Message(ptr, count * size, capacity - start, size, keep, elem=elem)
         if explicit:
             msg.nbytes = count * size
             return msg
@@ -161,7 +165,7 @@ def message(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm,
         rc = lib.pmc_pack(datatype.handle, ptr, total, pptr, len(packed))
         if rc != lib.PMC_OK:
             raise ValueError(f"{arg}: packing {total} elements of the datatype failed (status {rc})")
-    msg = Message(pptr, count * size, len(packed), size, [packed, pptr, keep])
+    msg = Message(pptr, count * size, len(packed), size, [packed, pptr, keep], elem=elem)
     if writable and total:
         msg.unpack_to = (ptr, total, datatype)
     return msg

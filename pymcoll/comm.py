@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 from mpi4py import MPI
 
-from . import buffers, config
+from . import buffers, config, elements
 from ._native import ffi, lib
 from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
 from .layout import Layout
@@ -25,7 +25,18 @@ _IN_PLACE = MPI.IN_PLACE
 _pmc_barrier = lib.pmc_barrier
 _pmc_bcast = lib.pmc_bcast
 _pmc_allgather = lib.pmc_allgather
+_pmc_allreduce = lib.pmc_allreduce
+_pmc_reduce = lib.pmc_reduce
 _NULL = ffi.NULL
+_OP_CODES = {op.handle: code for op, code, _ in elements.OPS}
+_ELEM_CACHE: dict[Any, Optional[int]] = {}
+
+
+def _elem_of_dtype(dtype: Any) -> Optional[int]:
+    code = _ELEM_CACHE.get(dtype, -1)
+    if code == -1:
+        code = _ELEM_CACHE[dtype] = elements.code_of_numpy(dtype)
+    return code
 
 
 @atexit.register
@@ -248,6 +259,95 @@ class Comm:
             raise ValueError(f"recvbuf: needs {recv.nbytes * size} bytes, holds {recv.capacity}")
         self._check(lib.pmc_allgather(h, send_ptr, recv.ptr, recv.nbytes), "Allgather")
         recv.finish()
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
+        """Combine every rank's `sendbuf` with `op`; every rank gets the result in `recvbuf`.
+
+        ``sendbuf=MPI.IN_PLACE`` takes this rank's input from `recvbuf`. The
+        result is the same bits on every rank. A user-defined op runs in the
+        wrapped MPI communicator.
+        """
+        # Fast path: contiguous numpy arrays of one predefined element type.
+        if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
+            code = _elem_of_dtype(recvbuf.dtype)
+            opc = _OP_CODES.get(getattr(op, "handle", None))
+            if (code is not None and opc is not None and recvbuf.flags.writeable
+                    and (sendbuf is _IN_PLACE or (sendbuf.dtype == recvbuf.dtype and sendbuf.size == recvbuf.size))):
+                try:
+                    rp = _from_buffer(recvbuf)
+                    sp = _NULL if sendbuf is _IN_PLACE else _from_buffer(sendbuf)
+                except Exception:  # noqa: BLE001 - the general path below explains the error
+                    rp = None
+                if rp is not None:
+                    rc = _pmc_allreduce(self._handle, sp, rp, recvbuf.size, code, opc)
+                    if rc:
+                        self._reduction_error(rc, "Allreduce", code, opc)
+                    return
+        self._reduction("Allreduce", sendbuf, recvbuf, op, None)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:  # noqa: N802
+        """Combine every rank's `sendbuf` with `op` into `recvbuf` at `root` (mpi4py semantics).
+
+        `recvbuf` matters only at the root (None elsewhere is fine); the root
+        may pass ``sendbuf=MPI.IN_PLACE`` to take its input from `recvbuf`.
+        """
+        root = self._check_root(root, "Reduce")
+        self._reduction("Reduce", sendbuf, recvbuf, op, root)
+
+    def _reduction(self, what: str, sendbuf: Any, recvbuf: Any, op: Any, root: Optional[int]) -> None:
+        h = self._live_handle(what)
+        opc = elements.code_of_op(op)
+        if opc is None:
+            # A user-defined op: every rank passes the same one (MPI requires
+            # it), so every rank takes this path together.
+            if root is None:
+                self._mpi.Allreduce(sendbuf, recvbuf, op)
+            else:
+                self._mpi.Reduce(sendbuf, recvbuf, op, root)
+            return
+        receives = root is None or root == self._rank
+        recv = None
+        if receives or recvbuf is not None:
+            recv = buffers.message(recvbuf, "recvbuf", writable=receives, comm=self._mpi) if receives else None
+        if sendbuf is _IN_PLACE:
+            if not receives:
+                raise ValueError(f"sendbuf: only the root of {what} may pass MPI.IN_PLACE")
+            send = None
+        else:
+            send = buffers.message(sendbuf, "sendbuf", writable=False, comm=self._mpi)
+        ref = send if send is not None else recv
+        elem = (send.elem if send is not None and send.elem is not None else (recv.elem if recv else None))
+        if send is not None and recv is not None:
+            if send.nbytes != recv.nbytes:
+                raise ValueError(f"recvbuf: holds {recv.nbytes} bytes but sendbuf holds {send.nbytes}; "
+                                 f"both must hold the same number of elements of the same type")
+            if send.elem is not None and recv.elem is not None and send.elem != recv.elem:
+                raise ValueError("recvbuf: its element type differs from sendbuf's; "
+                                 "reductions need the same type on both sides")
+        if elem is None:
+            raise TypeError(f"{'sendbuf' if send is not None else 'recvbuf'}: cannot tell the element type; "
+                            f"pass a numpy array, a torch tensor or a spec such as [buf, MPI.DOUBLE]")
+        if not lib.pmc_op_valid(elem, opc):
+            raise MPI.Exception(MPI.ERR_OP)
+        esize = lib.pmc_dtype_size(elem)
+        if ref.nbytes % esize:
+            raise ValueError(f"sendbuf: {ref.nbytes} bytes are not a whole number of {esize}-byte elements")
+        count = ref.nbytes // esize
+        sp = _NULL if send is None else send.ptr
+        rp = _NULL if recv is None else recv.ptr
+        if root is None:
+            rc = lib.pmc_allreduce(h, sp, rp, count, elem, opc)
+        else:
+            rc = lib.pmc_reduce(h, sp, rp, count, elem, opc, root)
+        if rc:
+            self._reduction_error(rc, what, elem, opc)
+        if recv is not None:
+            recv.finish()
+
+    def _reduction_error(self, rc: int, what: str, elem: int, opc: int) -> None:
+        if rc == lib.PMC_ERR_ARG and not lib.pmc_op_valid(elem, opc):
+            raise MPI.Exception(MPI.ERR_OP)
+        self._check(rc, what)
 
     def _check_root(self, root: Any, what: str) -> int:
         if not isinstance(root, int) or isinstance(root, bool):

@@ -28,6 +28,22 @@ enum {
     PMC_ERR_SYS = 8        /* a system call failed */
 };
 
+/* Element types of reductions (numpy's, plus bfloat16 as torch has it). */
+enum {
+    PMC_DT_INT8 = 0, PMC_DT_INT16, PMC_DT_INT32, PMC_DT_INT64,
+    PMC_DT_UINT8, PMC_DT_UINT16, PMC_DT_UINT32, PMC_DT_UINT64,
+    PMC_DT_FLOAT16, PMC_DT_BFLOAT16, PMC_DT_FLOAT32, PMC_DT_FLOAT64, PMC_DT_LONGDOUBLE,
+    PMC_DT_COMPLEX64, PMC_DT_COMPLEX128, PMC_DT_CLONGDOUBLE, PMC_DT_BOOL,
+    PMC_DT_COUNT
+};
+
+/* MPI's predefined reduction operations. */
+enum {
+    PMC_OP_SUM = 0, PMC_OP_PROD, PMC_OP_MIN, PMC_OP_MAX, PMC_OP_LAND, PMC_OP_LOR, PMC_OP_LXOR,
+    PMC_OP_BAND, PMC_OP_BOR, PMC_OP_BXOR,
+    PMC_OP_COUNT
+};
+
 /* Segment modes (PYMCOLL_SHM). */
 enum { PMC_SHM_AUTO = 0, PMC_SHM_OFF = 1 };
 
@@ -91,6 +107,16 @@ int pmc_barrier(pmc_comm *c);
 int pmc_bcast(pmc_comm *c, void *buf, uint64_t bytes, int root);
 /* sendbuf == NULL means in place: this rank's block already sits in recvbuf. */
 int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t block_bytes);
+
+/* Bytes of one element of a PMC_DT_* type (0 for an unknown code). */
+int pmc_dtype_size(int dtype);
+/* 1 if MPI allows the op on the type (e.g. no MIN on complex, no SUM on bool). */
+int pmc_op_valid(int dtype, int op);
+/* Reductions. sendbuf == NULL means in place (the input is in recvbuf; for
+ * Reduce only at the root). Results are the same bits on every rank: each
+ * element is combined in rank order by exactly one rank. */
+int pmc_allreduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op);
+int pmc_reduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op, int root);
 
 /* Local packing of `count` elements of an MPI datatype (its handle value)
  * into, or out of, a contiguous buffer of `bytes` (count x type size), so

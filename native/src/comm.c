@@ -76,11 +76,12 @@ static int build_rank_map(pmc_comm *c, int local_rank)
  * path in every later collective. */
 static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, int local_size)
 {
-    /* Every rank of the largest node needs a region of at least two cells
-     * of 64 bytes; the size is computed from agreed values only. */
+    /* Every rank of the largest node, plus the reductions' result region,
+     * needs a region of at least two cells of 64 bytes; the size is computed
+     * from agreed values only. */
     pmc_config cfg_copy = *cfg_in;
     const pmc_config *cfg = &cfg_copy;
-    const uint64_t min_data = 256u * (uint64_t)c->max_local;
+    const uint64_t min_data = 256u * ((uint64_t)c->max_local + 1u);
     if (cfg_copy.shm_bytes < min_data) cfg_copy.shm_bytes = min_data;
     char path[PMC_SEG_PATH_MAX];
     char err[PMC_ERRMSG_LEN];

@@ -64,6 +64,30 @@ def body() -> None:
     expect(comm, TypeError, "recvbuf", lambda: comm.Allgather(np.zeros(2), None))
     expect(comm, ValueError, "count and displacement", lambda: comm.Bcast([a, -1, MPI.DOUBLE]))
 
+    f8, c8 = np.ones(4), np.ones(4, np.complex64)
+    expect(comm, MPI.Exception, "op", lambda: comm.Allreduce(c8, np.zeros(4, np.complex64), op=MPI.MAX))
+    expect(comm, MPI.Exception, "op", lambda: comm.Allreduce(f8, np.zeros(4), op=MPI.BAND))
+    expect(comm, ValueError, "recvbuf: holds 24 bytes but sendbuf holds 32",
+           lambda: comm.Allreduce(f8, np.zeros(3)))
+    expect(comm, ValueError, "element type differs", lambda: comm.Allreduce(f8, np.zeros(4, np.int64)))
+    expect(comm, BufferError, "recvbuf: buffer is read-only", lambda: comm.Allreduce(f8, ro[:4]))
+    rec = np.dtype([("a", "i4"), ("b", "f4")])
+    expect(comm, TypeError, "element type", lambda: comm.Allreduce(np.zeros(2, rec), np.zeros(2, rec)))
+    expect(comm, MPI.Exception, "root", lambda: comm.Reduce(f8, np.zeros(4), root=size))
+    if size > 1:
+        expect(comm, ValueError, "only the root", lambda: comm.Reduce(MPI.IN_PLACE, np.zeros(4), root=(comm.rank + 1) % size)
+               if comm.rank != 0 else comm.Reduce(MPI.IN_PLACE, np.zeros(4), root=1))
+    # A user-defined op runs in the wrapped communicator, on every rank alike.
+    def add(a, b, t):
+        inout = np.frombuffer(b, "f8")
+        inout += np.frombuffer(a, "f8")
+
+    my_sum = MPI.Op.Create(add, commute=True)
+    out = np.zeros(3)
+    comm.Allreduce(np.full(3, -float(comm.rank + 1)), out, op=my_sum)
+    assert (out == -size * (size + 1) / 2).all(), out
+    my_sum.Free()
+
     expect(comm, TypeError, "comm", lambda: pymcoll.Comm(42))
     expect(comm, ValueError, "comm", lambda: pymcoll.Comm(MPI.COMM_NULL))
     expect(comm, ValueError, "node_size", lambda: pymcoll.Comm(world, node_size=0))

@@ -1,4 +1,4 @@
-"""pymcoll's Barrier, Bcast and Allgather under pymcoll.testing.
+"""pymcoll's Barrier, Bcast, Allgather, Allreduce and Reduce under pymcoll.testing.
 
 The implementation is wrapped so that each rank describes its buffers in its
 own way (numpy array, [buf, MPI type], [buf, count, MPI type], torch tensor),
@@ -72,6 +72,15 @@ class FormAdapter:
         send = sendbuf if sendbuf is MPI.IN_PLACE else self._form(sendbuf, sendbuf.size)
         self.comm.Allgather(send, self._form(recvbuf, per))
 
+    def Allreduce(self, sendbuf: Any, recvbuf: np.ndarray, op: Any = MPI.SUM) -> None:  # noqa: N802
+        send = sendbuf if sendbuf is MPI.IN_PLACE else self._form(sendbuf, sendbuf.size)
+        self.comm.Allreduce(send, self._form(recvbuf, recvbuf.size), op)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:  # noqa: N802
+        send = sendbuf if sendbuf is MPI.IN_PLACE else self._form(sendbuf, sendbuf.size)
+        recv = None if recvbuf is None else self._form(recvbuf, recvbuf.size)
+        self.comm.Reduce(send, recv, op, root)
+
     def Split(self, color: int = 0, key: int = 0) -> Any:  # noqa: N802
         sub = self.comm.Split(color, key)
         return FormAdapter(sub) if isinstance(sub, pymcoll.Comm) else None
@@ -81,6 +90,30 @@ class FormAdapter:
 
     def Free(self) -> None:  # noqa: N802
         self.comm.Free()
+
+
+def check_half_reductions(comm: pymcoll.Comm) -> None:
+    """float16 and bfloat16 torch tensors: Allreduce results within rounding of
+    a float64 reference and the same bits on every rank; Reduce likewise."""
+    rank, size = comm.rank, comm.size
+    for dtype, eps in ((torch.float16, 2.0 ** -10), (torch.bfloat16, 2.0 ** -7)):
+        for count in (1, 63, 20000, 100_001):
+            def data(r: int) -> "torch.Tensor":
+                g = np.random.default_rng([count, r, 7])
+                return torch.from_numpy(g.standard_normal(count).astype(np.float32)).to(dtype)
+            exact = sum(data(r).to(torch.float64) for r in range(size))
+            bound = (size + 1) * eps * sum(data(r).to(torch.float64).abs() for r in range(size))
+            out = torch.empty(count, dtype=dtype)
+            comm.Allreduce(data(rank), out)
+            err = (out.to(torch.float64) - exact).abs()
+            assert bool((err <= bound + 1e-30).all()), f"{dtype} Allreduce count={count}: error {float(err.max())}"
+            bits = comm.mpi.allgather(out.view(torch.int16).numpy().tobytes())
+            assert len(set(bits)) == 1, f"{dtype} Allreduce count={count}: results differ across ranks"
+            for root in range(size):
+                red = torch.empty(count, dtype=dtype) if rank == root else None
+                comm.Reduce(data(rank), red, root=root)
+                if rank == root:
+                    assert torch.equal(red, out), f"{dtype} Reduce root={root} differs from Allreduce"
 
 
 def check_bfloat16(comm: pymcoll.Comm) -> None:
@@ -107,7 +140,8 @@ def body() -> None:
     world = MPI.COMM_WORLD
     comm = pymcoll.Comm(world)
     layouts = ["world", "halves", "reversed"] if world.Get_size() > 1 else ["world"]
-    report = pt.check(FormAdapter(comm), world, ["Barrier", "Bcast", "Allgather"], args.examples,
+    report = pt.check(FormAdapter(comm), world, ["Barrier", "Bcast", "Allgather", "Allreduce", "Reduce"],
+                      args.examples,
                       max_bytes=args.max_bytes, thresholds=thresholds(comm.layout), layouts=layouts,
                       deadline=120)
     if world.Get_rank() == 0:
@@ -115,6 +149,7 @@ def body() -> None:
     assert report.ok, str(report)
     if torch is not None:
         check_bfloat16(comm)
+        check_half_reductions(comm)
     if world.Get_rank() == 0:
         print(f"OK {comm.layout.describe()}, shm={comm.layout.shm_active}", flush=True)
     comm.Free()

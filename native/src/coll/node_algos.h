@@ -24,4 +24,12 @@ int pmc_bcast_node_cico(pmc_node *n, void *buf, uint64_t bytes, int root);
  * elsewhere. send may alias this rank's block of recv. */
 int pmc_allgather_node_cico(pmc_node *n, const void *send, void *recv, uint64_t block, int root);
 
+/* Reduction of `count` elements: every local rank copies its input into its
+ * region chunk by chunk, reduces one slice of the chunk from every rank's
+ * region in rank order, and every receiver copies the whole result out.
+ * root < 0: every rank receives (allreduce); root >= 0: only that local rank.
+ * send may equal recv (in place). */
+int pmc_allreduce_node_slices(pmc_node *n, const void *send, void *recv, uint64_t count,
+                              int dtype, int op, int root);
+
 #endif

@@ -19,7 +19,7 @@ enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1 };
 /* How a collective lays out the data area. Consecutive collectives with the
  * same layout index cells by step number, so a writer waits only for the
  * readers of the cell's previous use, not for the whole previous collective. */
-enum { PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS = 1, PMC_LAYOUT_REGIONS = 2 };
+enum { PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS = 1, PMC_LAYOUT_REGIONS = 2, PMC_LAYOUT_REDUCE = 3 };
 
 typedef struct pmc_node {
     pmc_segment seg;

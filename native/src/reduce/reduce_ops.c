@@ -1,0 +1,203 @@
+/* Reduction kernels for every element type and predefined op.
+ *
+ * Half-precision types are combined in float and rounded back after every
+ * operation, as a sequence of half-precision operations would be. */
+#include "reduce_ops.h"
+
+#include <complex.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "pymcoll.h"
+
+int pmc_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case PMC_DT_INT8: case PMC_DT_UINT8: case PMC_DT_BOOL: return 1;
+    case PMC_DT_INT16: case PMC_DT_UINT16: case PMC_DT_FLOAT16: case PMC_DT_BFLOAT16: return 2;
+    case PMC_DT_INT32: case PMC_DT_UINT32: case PMC_DT_FLOAT32: return 4;
+    case PMC_DT_INT64: case PMC_DT_UINT64: case PMC_DT_FLOAT64: case PMC_DT_COMPLEX64: return 8;
+    case PMC_DT_COMPLEX128: return 16;
+    case PMC_DT_LONGDOUBLE: return (int)sizeof(long double);
+    case PMC_DT_CLONGDOUBLE: return (int)sizeof(long double complex);
+    default: return 0;
+    }
+}
+
+int pmc_op_valid(int dtype, int op)
+{
+    if (pmc_dtype_size(dtype) == 0 || op < 0 || op >= PMC_OP_COUNT) return 0;
+    const int is_int = dtype <= PMC_DT_UINT64;
+    const int is_float = dtype >= PMC_DT_FLOAT16 && dtype <= PMC_DT_LONGDOUBLE;
+    const int is_complex = dtype >= PMC_DT_COMPLEX64 && dtype <= PMC_DT_CLONGDOUBLE;
+    switch (op) {
+    case PMC_OP_SUM: case PMC_OP_PROD: return is_int || is_float || is_complex;
+    case PMC_OP_MIN: case PMC_OP_MAX: return is_int || is_float;
+    case PMC_OP_LAND: case PMC_OP_LOR: case PMC_OP_LXOR: return is_int || dtype == PMC_DT_BOOL;
+    default: return is_int; /* bitwise */
+    }
+}
+
+/* --- half precision through float ------------------------------------- */
+
+static float half_to_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;
+    } else { /* subnormal: normalise */
+        exp = 113;
+        while ((mant & 0x400u) == 0) {
+            mant <<= 1;
+            --exp;
+        }
+        bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static uint16_t float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
+    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past the largest half */
+    if (absx < 0x38800000u) { /* subnormal half or zero */
+        if (absx < 0x33000000u) return sign;
+        const uint32_t e = absx >> 23;
+        const uint32_t m = (absx & 0x7fffffu) | 0x800000u;
+        const uint32_t shift = 126u - e;
+        uint32_t r = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) ++r;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((absx >> 13) - (112u << 10));
+    const uint32_t rem = absx & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+    return (uint16_t)(sign | r);
+}
+
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+    x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+/* --- kernels --------------------------------------------------------- */
+
+#define ARITH_LOOP(T, EXPR)                                \
+    do {                                                   \
+        T *a_ = (T *)acc;                                  \
+        const T *b_ = (const T *)in;                       \
+        for (uint64_t i = 0; i < n; ++i) {                 \
+            T x = a_[i], y = b_[i];                        \
+            a_[i] = (T)(EXPR);                             \
+        }                                                  \
+    } while (0)
+
+/* Integers: arithmetic in 64-bit unsigned, truncated to the type, so that
+ * overflow wraps as MPI libraries do instead of being undefined. */
+#define INT_OPS(T, U)                                                                  \
+    switch (op) {                                                                      \
+    case PMC_OP_SUM: ARITH_LOOP(T, (U)((uint64_t)(U)x + (uint64_t)(U)y)); break;      \
+    case PMC_OP_PROD: ARITH_LOOP(T, (U)((uint64_t)(U)x * (uint64_t)(U)y)); break;     \
+    case PMC_OP_MIN: ARITH_LOOP(T, y < x ? y : x); break;                              \
+    case PMC_OP_MAX: ARITH_LOOP(T, y > x ? y : x); break;                              \
+    case PMC_OP_LAND: ARITH_LOOP(T, (x != 0) && (y != 0)); break;                      \
+    case PMC_OP_LOR: ARITH_LOOP(T, (x != 0) || (y != 0)); break;                       \
+    case PMC_OP_LXOR: ARITH_LOOP(T, (x != 0) != (y != 0)); break;                      \
+    case PMC_OP_BAND: ARITH_LOOP(T, (U)x & (U)y); break;                               \
+    case PMC_OP_BOR: ARITH_LOOP(T, (U)x | (U)y); break;                                \
+    case PMC_OP_BXOR: ARITH_LOOP(T, (U)x ^ (U)y); break;                               \
+    default: break;                                                                    \
+    }
+
+#define FLOAT_OPS(T)                                                                   \
+    switch (op) {                                                                      \
+    case PMC_OP_SUM: ARITH_LOOP(T, x + y); break;                                      \
+    case PMC_OP_PROD: ARITH_LOOP(T, x * y); break;                                     \
+    case PMC_OP_MIN: ARITH_LOOP(T, y < x ? y : x); break;                              \
+    case PMC_OP_MAX: ARITH_LOOP(T, y > x ? y : x); break;                              \
+    default: break;                                                                    \
+    }
+
+#define COMPLEX_OPS(T)                                                                 \
+    switch (op) {                                                                      \
+    case PMC_OP_SUM: ARITH_LOOP(T, x + y); break;                                      \
+    case PMC_OP_PROD: ARITH_LOOP(T, x * y); break;                                     \
+    default: break;                                                                    \
+    }
+
+static float combine_float(float x, float y, int op)
+{
+    switch (op) {
+    case PMC_OP_SUM: return x + y;
+    case PMC_OP_PROD: return x * y;
+    case PMC_OP_MIN: return y < x ? y : x;
+    default: return y > x ? y : x;
+    }
+}
+
+static void half_ops(uint16_t *a, const uint16_t *b, uint64_t n, int op, int brain)
+{
+    for (uint64_t i = 0; i < n; ++i) {
+        if (brain)
+            a[i] = float_to_bf16(combine_float(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
+        else
+            a[i] = float_to_half(combine_float(half_to_float(a[i]), half_to_float(b[i]), op));
+    }
+}
+
+static void bool_ops(unsigned char *a, const unsigned char *b, uint64_t n, int op)
+{
+    for (uint64_t i = 0; i < n; ++i) {
+        const bool x = a[i] != 0, y = b[i] != 0;
+        a[i] = (unsigned char)(op == PMC_OP_LAND ? (x && y) : op == PMC_OP_LOR ? (x || y) : (x != y));
+    }
+}
+
+void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
+{
+    switch (dtype) {
+    case PMC_DT_INT8: INT_OPS(int8_t, uint8_t); break;
+    case PMC_DT_INT16: INT_OPS(int16_t, uint16_t); break;
+    case PMC_DT_INT32: INT_OPS(int32_t, uint32_t); break;
+    case PMC_DT_INT64: INT_OPS(int64_t, uint64_t); break;
+    case PMC_DT_UINT8: INT_OPS(uint8_t, uint8_t); break;
+    case PMC_DT_UINT16: INT_OPS(uint16_t, uint16_t); break;
+    case PMC_DT_UINT32: INT_OPS(uint32_t, uint32_t); break;
+    case PMC_DT_UINT64: INT_OPS(uint64_t, uint64_t); break;
+    case PMC_DT_FLOAT16: half_ops(acc, in, n, op, 0); break;
+    case PMC_DT_BFLOAT16: half_ops(acc, in, n, op, 1); break;
+    case PMC_DT_FLOAT32: FLOAT_OPS(float); break;
+    case PMC_DT_FLOAT64: FLOAT_OPS(double); break;
+    case PMC_DT_LONGDOUBLE: FLOAT_OPS(long double); break;
+    case PMC_DT_COMPLEX64: COMPLEX_OPS(float complex); break;
+    case PMC_DT_COMPLEX128: COMPLEX_OPS(double complex); break;
+    case PMC_DT_CLONGDOUBLE: COMPLEX_OPS(long double complex); break;
+    case PMC_DT_BOOL: bool_ops(acc, in, n, op); break;
+    default: break;
+    }
+}
