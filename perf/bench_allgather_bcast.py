@@ -34,9 +34,10 @@ RESULTS = os.path.join(HERE, "results")
 COLLS = ("allgather", "bcast")
 
 
-def default_stem(np_: int, node_size: Optional[int]) -> str:
-    """Result file name without extension: 'allgather_bcast' for 2 ranks on real nodes."""
-    stem = "allgather_bcast"
+def default_stem(np_: int, node_size: Optional[int], colls: Sequence[str] = COLLS) -> str:
+    """Result file name without extension: 'allgather_bcast' for 2 ranks on real nodes
+    (the collectives joined by '_')."""
+    stem = "_".join(colls)
     if np_ != 2 or node_size:
         stem += f"_np{np_}"
     if node_size:
@@ -76,9 +77,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--mpiexec", default=None, help="mpiexec to start the ranks with")
     p.add_argument("--timeout", type=float, default=bench.DEFAULT_TIMEOUT_S,
                    help=f"seconds before a self-started job is stopped (default {bench.DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--colls", default=",".join(COLLS),
+                   help=f"comma list of collectives (default {','.join(COLLS)}; also allreduce, barrier)")
     p.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.colls = ",".join(COLLS)
+    args.coll_list = tuple(c.strip() for c in args.colls.split(",") if c.strip())
+    bad = [c for c in args.coll_list if c not in bench.COLLECTIVES]
+    if bad or not args.coll_list:
+        p.error(f"--colls: unknown {bad}; choose from {', '.join(bench.COLLECTIVES)}")
     args.root = 0
     return args
 
@@ -97,8 +103,9 @@ def plot(header: dict[str, Any], records: Sequence[dict[str, Any]], path: str) -
         print("matplotlib is not installed: no plot (pip install matplotlib, then run again)",
               file=sys.stderr)
         return False
-    fig, axes = plt.subplots(1, len(COLLS), figsize=(6.2 * len(COLLS), 4.6), squeeze=False)
-    for ax, coll in zip(axes[0], COLLS):
+    colls = header["colls"]
+    fig, axes = plt.subplots(1, len(colls), figsize=(6.2 * len(colls), 4.6), squeeze=False)
+    for ax, coll in zip(axes[0], colls):
         rows = bench.paired_rows(records, coll)
         sizes = [r["size"] for r in rows]
         ax.loglog(sizes, [r["pymcoll_us"] for r in rows], "o-", color="tab:blue", label="pymcoll (median)")
@@ -167,23 +174,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ranks = world.Get_size()
     if ranks != args.np and rank == 0:
         print(f"note: mpiexec started {ranks} ranks; --np={args.np} ignored", file=sys.stderr)
-    stem = args.out or os.path.join(RESULTS, default_stem(ranks, args.node_size))
+    stem = args.out or os.path.join(RESULTS, default_stem(ranks, args.node_size, args.coll_list))
     comm = pymcoll.Comm(world, node_size=args.node_size)
     try:
         header = bench.describe_run(
-            comm, benchmark="perf/bench_allgather_bcast.py", colls=list(COLLS), sizes=sizes,
+            comm, benchmark="perf/bench_allgather_bcast.py", colls=list(args.coll_list), sizes=sizes,
             iters=args.iters, warmup=args.warmup, blocks=args.blocks, root=0)
         if rank == 0:
             header.update(source_commit())
             print(bench.format_header(header), flush=True)
-        records = bench.run_benchmark(comm, COLLS, sizes, iters=args.iters, warmup=args.warmup,
+        records = bench.run_benchmark(comm, args.coll_list, sizes, iters=args.iters, warmup=args.warmup,
                                       blocks=args.blocks, root=0,
                                       progress=bench.progress_printer("bench_allgather_bcast"))
     finally:
         comm.Free()
     if rank != 0:
         return 0
-    for coll in COLLS:
+    for coll in args.coll_list:
         print("\n" + bench.format_table(records, coll))
     bench.write_json(stem + ".json", header, records)
     print(f"\n# wrote {stem}.json")

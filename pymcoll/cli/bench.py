@@ -40,8 +40,8 @@ from .launch import DEFAULT_TIMEOUT_S, default_np, is_launched, python_command, 
 
 HELP = "benchmark Bcast, Allgather and Barrier against the MPI's own collectives (through mpi4py)"
 
-COLLECTIVES: tuple[str, ...] = ("bcast", "allgather", "barrier")
-TITLES = {"bcast": "Bcast", "allgather": "Allgather", "barrier": "Barrier"}
+COLLECTIVES: tuple[str, ...] = ("bcast", "allgather", "allreduce", "barrier")
+TITLES = {"bcast": "Bcast", "allgather": "Allgather", "allreduce": "Allreduce (float32 SUM)", "barrier": "Barrier"}
 IMPLS: tuple[str, ...] = ("pymcoll", "mpi4py")  # A, B of every A B A B ... sequence
 DTYPE = np.uint8
 TYPE_NAME = "uint8"
@@ -52,11 +52,13 @@ TARGET_BLOCK_S = 0.025  # a block aims at about this long (iterations are capped
 
 
 def busbw_factor(coll: str, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor: Allgather (n-1)/n, Bcast 1, Barrier 0."""
+    """nccl-tests' bus bandwidth factor: Allgather (n-1)/n, Allreduce 2(n-1)/n, Bcast 1, Barrier 0."""
     if coll == "allgather":
         return (ranks - 1) / ranks if ranks else 0.0
     if coll == "bcast":
         return 1.0
+    if coll == "allreduce":
+        return 2 * (ranks - 1) / ranks if ranks else 0.0
     return 0.0
 
 
@@ -207,6 +209,7 @@ class _Case:
     calls: dict[str, Callable[[], None]]
     stamp: Callable[[], None]
     verify: Callable[[Callable[[], None], int], int]  # (call, seed) -> wrong elements here
+    type_name: str = TYPE_NAME
 
 
 def _make_case(comm: Any, coll: str, size: int, root: int) -> Optional[_Case]:
@@ -260,6 +263,25 @@ def _make_case(comm: Any, coll: str, size: int, root: int) -> Optional[_Case]:
                      {"pymcoll": lambda: comm.Allgather(send, recv),
                       "mpi4py": lambda: mpi.Allgather(send, recv)},
                      stamper(send), verify_allgather)
+
+    if coll == "allreduce":
+        count = size // 4
+        if count == 0:
+            return None
+        send = np.zeros(count, np.float32)
+        recv = np.zeros(count, np.float32)
+
+        def verify_allreduce(call: Callable[[], None], seed: int) -> int:
+            # Small integers: the float32 sum is exact in any order.
+            send[:] = _pattern(count, seed + 13 * rank)
+            recv[:] = -1.0
+            call()
+            expected = sum(_pattern(count, seed + 13 * r).astype(np.float32) for r in range(n))
+            return int(np.count_nonzero(recv != expected))
+        return _Case(count * 4, count, None,
+                     {"pymcoll": lambda: comm.Allreduce(send, recv),
+                      "mpi4py": lambda: mpi.Allreduce(send, recv)},
+                     stamper(send), verify_allreduce, "float32")
 
     raise ValueError(f"coll={coll!r}: expected one of {', '.join(COLLECTIVES)}")
 
@@ -361,7 +383,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                 "impl": impl,
                 "size": case.size,
                 "count": case.count,
-                "type": TYPE_NAME if coll != "barrier" else None,
+                "type": case.type_name if coll != "barrier" else None,
                 "root": case.root,
                 "ranks": ranks,
                 "iters": n_iters,
