@@ -115,6 +115,7 @@ class Comm:
         cfg.shm_mode = lib.PMC_SHM_OFF if config.value("PYMCOLL_SHM") == "off" else lib.PMC_SHM_AUTO
         cfg.shm_bytes = config.value("PYMCOLL_SHM_SIZE")
         cfg.chunk_bytes = config.value("PYMCOLL_CHUNK_SIZE")
+        cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
         out = ffi.new("pmc_comm **")

@@ -57,6 +57,16 @@ def parse_node_layout(text: str, name: str) -> str:
     return value
 
 
+def parse_flag(text: str, name: str) -> bool:
+    """Parse 1/0, on/off, yes/no, true/false."""
+    value = text.strip().lower()
+    if value in ("1", "on", "yes", "true"):
+        return True
+    if value in ("0", "off", "no", "false"):
+        return False
+    raise ValueError(f"{name}={text!r}: expected 1 or 0")
+
+
 def parse_shm_mode(text: str, name: str) -> str:
     """Parse 'auto' or 'off'."""
     value = text.strip().lower()
@@ -104,6 +114,10 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_LANES", None, parse_positive_int,
                "cap on the number of lanes between nodes (unset = fewest ranks on any node); "
                "keyword lanes="),
+        Option("PYMCOLL_CHECK", False, parse_flag,
+               "1: before each collective the ranks agree on collective, count, type, op and root, "
+               "and a mismatch raises ValueError on every rank instead of hanging (one small "
+               "MPI_Allreduce per call)"),
         Option("PYMCOLL_SHM", "auto", parse_shm_mode,
                "'off' runs every collective through the wrapped MPI communicator"),
         Option("PYMCOLL_SHM_SIZE", 4 << 20, parse_bytes,

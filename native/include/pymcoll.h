@@ -59,6 +59,7 @@ typedef struct pmc_config {
     uint64_t shm_bytes;      /* data area of the segment; 0 = default */
     uint64_t chunk_bytes;    /* pipeline chunk; 0 = default */
     const char *shm_dir;     /* directory for the segment file; NULL = /dev/shm */
+    int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
 } pmc_config;
 
 /* What a communicator looks like from one rank. */

@@ -253,6 +253,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     pmc_comm *c = calloc(1, sizeof(*c));
     if (c == NULL) return PMC_ERR_NOMEM;
     c->comm = c->nodecomm = c->lanecomm = MPI_COMM_NULL;
+    c->check = cfg.check != 0;
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
     if (rc != PMC_OK) {
         /* Keep the message for the caller: it is all they get. */

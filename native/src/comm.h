@@ -30,6 +30,7 @@ struct pmc_comm {
     pmc_node node_ctx;
     uint64_t coll_seq;
     int broken;
+    int check;          /* PYMCOLL_CHECK: agree on arguments before each collective */
     void *scratch;      /* grown on demand for hierarchical steps */
     void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */
     void *node_displs;  /* [nnodes] MPI displacements for the same */
@@ -49,6 +50,15 @@ void *pmc_scratch(pmc_comm *c, size_t bytes);
 /* Common entry of every collective: checks the communicator is usable,
  * numbers the call and points error messages at it. */
 int pmc_coll_enter(pmc_comm *c, const char *name);
+/* Collectives, numbered for the argument agreement. */
+enum { PMC_COLL_BARRIER = 1, PMC_COLL_BCAST, PMC_COLL_ALLGATHER, PMC_COLL_ALLREDUCE, PMC_COLL_REDUCE };
+
+/* With PYMCOLL_CHECK: every rank contributes what MPI requires all ranks to
+ * agree on (collective, message bytes, element type, op, root; -1 where it
+ * does not apply); a disagreement fails on every rank with PMC_ERR_ARG
+ * before any data moves, and the communicator stays usable. */
+int pmc_coll_agree(pmc_comm *c, int kind, uint64_t bytes, int dtype, int op, int root);
+
 /* Common exit: a failure that leaves peers out of step breaks the comm. */
 int pmc_coll_leave(pmc_comm *c, int status);
 

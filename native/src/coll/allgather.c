@@ -14,6 +14,8 @@ int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t bloc
     if (block > UINT64_MAX / (uint64_t)c->size)
         return pmc_fail(c, PMC_ERR_ARG, "Allgather: block of %llu bytes overflows the receive size",
                         (unsigned long long)block);
+    rc = pmc_coll_agree(c, PMC_COLL_ALLGATHER, block, -1, -1, -1);
+    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
     if (block == 0) return pmc_coll_leave(c, PMC_OK);
     unsigned char *mine = (unsigned char *)recvbuf + (uint64_t)c->rank * block;
     const void *send = sendbuf != NULL ? sendbuf : mine;

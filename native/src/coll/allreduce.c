@@ -14,6 +14,8 @@ int pmc_allreduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t coun
     uint64_t bytes = 0;
     rc = pmc_reduce_check(c, "Allreduce", recvbuf, count, dtype, op, 1, &bytes);
     if (rc != PMC_OK) return rc;
+    rc = pmc_coll_agree(c, PMC_COLL_ALLREDUCE, bytes, dtype, op, -1);
+    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
     if (count == 0) return pmc_coll_leave(c, PMC_OK);
     const void *send = sendbuf != NULL ? sendbuf : recvbuf;
     if (c->size == 1) {

@@ -12,6 +12,8 @@ int pmc_bcast(pmc_comm *c, void *buf, uint64_t bytes, int root)
         return pmc_fail(c, PMC_ERR_ARG, "Bcast: root=%d is not a rank of this communicator "
                         "(expected 0 <= root < %d)", root, c->size);
     if (bytes > 0 && buf == NULL) return pmc_fail(c, PMC_ERR_ARG, "Bcast: buf is NULL");
+    rc = pmc_coll_agree(c, PMC_COLL_BCAST, bytes, -1, -1, root);
+    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
     if (c->size == 1 || bytes == 0) return pmc_coll_leave(c, PMC_OK);
     if (!c->shm_active) {
         pmc_mpi_count n;

@@ -17,6 +17,8 @@ int pmc_reduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, 
     uint64_t bytes = 0;
     rc = pmc_reduce_check(c, "Reduce", recvbuf, count, dtype, op, c->rank == root, &bytes);
     if (rc != PMC_OK) return rc;
+    rc = pmc_coll_agree(c, PMC_COLL_REDUCE, bytes, dtype, op, root);
+    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
     if (count == 0) return pmc_coll_leave(c, PMC_OK);
     if (sendbuf == NULL && c->rank != root)
         return pmc_fail(c, PMC_ERR_ARG, "Reduce: only the root may pass MPI.IN_PLACE");
