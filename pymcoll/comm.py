@@ -51,11 +51,9 @@ def _raise_status(rc: int, handle: Any, what: str) -> None:
     text = msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}"
     if rc == lib.PMC_ERR_TIMEOUT:
         raise TimeoutError(text)
-    if rc in (lib.PMC_ERR_PEER_DEAD,):
+    if rc in (lib.PMC_ERR_PEER_DEAD, lib.PMC_ERR_PEER_ABORTED):
         raise PeerFailedError(text)
     if rc == lib.PMC_ERR_BROKEN:
-        if "abandoned" in text:
-            raise PeerFailedError(text)
         raise CommBrokenError(text)
     if rc == lib.PMC_ERR_ARG:
         raise ValueError(text)
@@ -307,9 +305,8 @@ class Comm:
                 self._mpi.Reduce(sendbuf, recvbuf, op, root)
             return
         receives = root is None or root == self._rank
-        recv = None
-        if receives or recvbuf is not None:
-            recv = buffers.message(recvbuf, "recvbuf", writable=receives, comm=self._mpi) if receives else None
+        # recvbuf matters only where the result lands (MPI ignores it elsewhere).
+        recv = buffers.message(recvbuf, "recvbuf", writable=True, comm=self._mpi) if receives else None
         if sendbuf is _IN_PLACE:
             if not receives:
                 raise ValueError(f"sendbuf: only the root of {what} may pass MPI.IN_PLACE")

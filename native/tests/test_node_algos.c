@@ -363,7 +363,7 @@ static int rank_timeout_ack(pmc_node *n, const group_t *g)
 }
 
 /* Rank 2 never posts; rank 0 times out on it and aborts; rank 1, which
- * waits with a long timeout, must stop at once with PMC_ERR_BROKEN. */
+ * waits with a long timeout, must stop at once with PMC_ERR_PEER_ABORTED. */
 static int rank_broken(pmc_node *n, const group_t *g)
 {
     (void)g;
@@ -555,7 +555,7 @@ static void test_failures(void)
     run_group(&g);
     CHECK_RC(g_ctl->rc[0], PMC_ERR_TIMEOUT, g_ctl->msg[0]);
     CHECK(strstr(g_ctl->msg[0], "local ranks [2]") != NULL, "message: %s", g_ctl->msg[0]);
-    CHECK_RC(g_ctl->rc[1], PMC_ERR_BROKEN, g_ctl->msg[1]);
+    CHECK_RC(g_ctl->rc[1], PMC_ERR_PEER_ABORTED, g_ctl->msg[1]);
     CHECK(g_ctl->elapsed[1] < 0.2 + 2.0, "rank 1 stopped after %.3f s", g_ctl->elapsed[1]);
     CHECK(strstr(g_ctl->msg[1], "local rank 0 gave up") != NULL && strstr(g_ctl->msg[1], "Barrier #11") != NULL,
           "message: %s", g_ctl->msg[1]);
@@ -580,7 +580,7 @@ static void test_failures(void)
     int dead_seen = 0;
     for (int r = 1; r < 3; ++r) {
         const int rc = g_ctl->rc[r];
-        CHECK(rc == PMC_ERR_PEER_DEAD || rc == PMC_ERR_BROKEN, "rank %d: status %d: %s", r, rc, g_ctl->msg[r]);
+        CHECK(rc == PMC_ERR_PEER_DEAD || rc == PMC_ERR_PEER_ABORTED, "rank %d: status %d: %s", r, rc, g_ctl->msg[r]);
         CHECK(g_ctl->elapsed[r] < 2.0, "rank %d noticed after %.3f s", r, g_ctl->elapsed[r]);
         if (rc == PMC_ERR_PEER_DEAD) {
             ++dead_seen;

@@ -81,8 +81,8 @@ static inline uint64_t pmc_cell_free_step(uint64_t s, uint64_t ncells, uint64_t 
 
 /* Wait until the `kind` flag of every rank in peers[0..npeers) is >= target.
  * Spins, then yields, then sleeps; returns PMC_ERR_TIMEOUT past the deadline,
- * PMC_ERR_PEER_DEAD when a waited-for process is gone and PMC_ERR_BROKEN when
- * another local rank gave up; n->errmsg then says who and where. */
+ * PMC_ERR_PEER_DEAD when a waited-for process is gone and PMC_ERR_PEER_ABORTED
+ * when another local rank gave up; n->errmsg then says who and where. */
 int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target);
 
 /* Tell the other local ranks that this rank gave up on the collective. */

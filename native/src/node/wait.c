@@ -72,7 +72,7 @@ void pmc_node_abort(pmc_node *n)
 static const char *flag_name(int kind) { return kind == PMC_FLAG_SEQ ? "data" : "done"; }
 
 /* Appends the ranks in peers[from..) whose flag is still below target. */
-static void list_missing(pmc_node *n, const pmc_flag *flags, const int *peers, int npeers,
+static void list_missing(const pmc_flag *flags, const int *peers, int npeers,
                          int from, uint64_t target, char *out, size_t outlen)
 {
     size_t used = 0;
@@ -83,7 +83,6 @@ static void list_missing(pmc_node *n, const pmc_flag *flags, const int *peers, i
         if (w < 0) break;
         used += (size_t)w;
     }
-    (void)n;
 }
 
 int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target)
@@ -117,7 +116,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
                      "%s #%" PRIu64 " abandoned: local rank %d gave up on a collective "
                      "(see its error), so local rank %d stopped waiting",
                      n->coll, n->coll_seq, (int)aborter, n->local_rank);
-            return PMC_ERR_BROKEN;
+            return PMC_ERR_PEER_ABORTED;
         }
         if (t >= next_liveness) {
             next_liveness = t + LIVENESS_SECONDS;
@@ -134,7 +133,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
         }
         if (deadline > 0 && t >= deadline) {
             char missing[256];
-            list_missing(n, flags, peers, npeers, i, target, missing, sizeof(missing));
+            list_missing(flags, peers, npeers, i, target, missing, sizeof(missing));
             snprintf(n->errmsg, n->errlen,
                      "%s #%" PRIu64 " timed out after %.3g s on local rank %d: local ranks "
                      "[%s] did not arrive (their %s flag stayed below step %" PRIu64
