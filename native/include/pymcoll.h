@@ -61,6 +61,7 @@ typedef struct pmc_config {
     uint64_t chunk_bytes;    /* pipeline chunk; 0 = default */
     const char *shm_dir;     /* directory for the segment file; NULL = /dev/shm */
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
+    int progress_thread;     /* 1: a background thread progresses non-blocking operations */
 } pmc_config;
 
 /* What a communicator looks like from one rank. */
@@ -103,6 +104,65 @@ const char *pmc_comm_note(const pmc_comm *c);
 /* Sequence number of the last collective started on this communicator. */
 uint64_t pmc_comm_seq(const pmc_comm *c);
 int pmc_comm_broken(const pmc_comm *c);
+
+/* Collectives, as numbered in pmc_args.coll, traces and error messages. */
+enum {
+    PMC_COLL_BARRIER = 1, PMC_COLL_BCAST, PMC_COLL_ALLGATHER, PMC_COLL_ALLREDUCE, PMC_COLL_REDUCE,
+    PMC_COLL_GATHER, PMC_COLL_GATHERV, PMC_COLL_SCATTER, PMC_COLL_SCATTERV, PMC_COLL_ALLGATHERV,
+    PMC_COLL_ALLTOALL, PMC_COLL_ALLTOALLV, PMC_COLL_REDUCE_SCATTER_BLOCK, PMC_COLL_REDUCE_SCATTER,
+    PMC_COLL_SCAN, PMC_COLL_EXSCAN,
+    PMC_COLL_COUNT
+};
+
+/* One collective call. Data-moving collectives count bytes, reductions
+ * count elements of `dtype`. Displacements are always bytes.
+ *  Bcast:       recvbuf is the buffer, count bytes, root.
+ *  Gather:      count bytes per rank; in place: the root's block is already
+ *               in recvbuf.                  Gatherv: count = this rank's
+ *               bytes; recvcounts/rdispls at the root.
+ *  Scatter:     count bytes per rank; in place: the root keeps its block in
+ *               sendbuf.                     Scatterv: sendcounts/sdispls at
+ *               the root, count = this rank's bytes.
+ *  Allgather:   count bytes per rank; in place: this rank's block is in
+ *               recvbuf.                     Allgatherv: count = this rank's
+ *               bytes (= recvcounts[rank]), recvcounts/rdispls everywhere.
+ *  Alltoall:    count bytes per pair; in place: data in recvbuf.
+ *  Alltoallv:   all four arrays (in place: the receive arrays only).
+ *  Reduce, Allreduce, Scan, Exscan: count elements; in place: input in
+ *               recvbuf (Reduce: at the root only).
+ *  Reduce_scatter_block: count elements per rank.  Reduce_scatter:
+ *               recvcounts in elements. In place: the whole input in recvbuf. */
+typedef struct pmc_args {
+    int coll;
+    int in_place;
+    const void *sendbuf;
+    void *recvbuf;
+    uint64_t count;
+    int dtype, op, root;
+    const uint64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+} pmc_args;
+
+typedef struct pmc_request pmc_request;
+
+/* Blocking call of any collective. */
+int pmc_run(pmc_comm *c, const pmc_args *a);
+/* Checks the arguments and makes a request (arrays copied). Non-persistent
+ * requests are started by the first pmc_request_start; persistent ones by
+ * every start. Neither creation nor start waits for other ranks. */
+int pmc_request_create(pmc_comm *c, const pmc_args *a, int persistent, pmc_request **out);
+int pmc_request_start(pmc_request *r);
+/* *done = 1 once the request completed; its status is returned then. */
+int pmc_request_test(pmc_request *r, int *done);
+int pmc_request_wait(pmc_request *r);
+/* An active request completes in the background and is freed then. */
+int pmc_request_free(pmc_request *r);
+int pmc_request_active(const pmc_request *r);
+/* Message of the request's failure ("" if none). */
+const char *pmc_request_errmsg(const pmc_request *r);
+/* Moves the communicator's started requests as far as they go without waiting. */
+int pmc_comm_progress(pmc_comm *c);
+/* Name of a PMC_COLL_* code ("?" if unknown). */
+const char *pmc_coll_name(int coll);
 
 /* Collectives (buffer API, bytes). */
 int pmc_barrier(pmc_comm *c);

@@ -44,6 +44,9 @@ static int build_rank_map(pmc_comm *c, int local_rank)
         if (c->node_of[r] + 1 > c->nnodes) c->nnodes = c->node_of[r] + 1;
     }
     free(all);
+    c->vcounts = calloc(4u * (size_t)c->size, sizeof(pmc_mpi_count) > sizeof(pmc_mpi_displ)
+                                                    ? sizeof(pmc_mpi_count) : sizeof(pmc_mpi_displ));
+    if (!c->vcounts) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory building the rank map");
     c->node_counts = calloc((size_t)c->nnodes, sizeof(pmc_mpi_count));
     c->node_displs = calloc((size_t)c->nnodes, sizeof(pmc_mpi_displ));
     if (!c->node_counts || !c->node_displs)
@@ -77,11 +80,14 @@ static int build_rank_map(pmc_comm *c, int local_rank)
 static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, int local_size)
 {
     /* Every rank of the largest node, plus the reductions' result region,
-     * needs a region of at least two cells of 64 bytes; the size is computed
-     * from agreed values only. */
+     * needs a region of at least two cells of 64 bytes, and so does every
+     * pair of ranks in an alltoall; the size is computed from agreed values
+     * only. */
     pmc_config cfg_copy = *cfg_in;
     const pmc_config *cfg = &cfg_copy;
-    const uint64_t min_data = 256u * ((uint64_t)c->max_local + 1u);
+    const uint64_t L = (uint64_t)c->max_local;
+    uint64_t min_data = 256u * (L + 1u);
+    if (min_data < 128u * L * L) min_data = 128u * L * L; /* alltoall: two cells per pair */
     if (cfg_copy.shm_bytes < min_data) cfg_copy.shm_bytes = min_data;
     char path[PMC_SEG_PATH_MAX];
     char err[PMC_ERRMSG_LEN];
@@ -252,6 +258,11 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
 
     pmc_comm *c = calloc(1, sizeof(*c));
     if (c == NULL) return PMC_ERR_NOMEM;
+    if (pthread_mutex_init(&c->lock, NULL) != 0 || pthread_cond_init(&c->wake, NULL) != 0) {
+        free(c);
+        return PMC_ERR_SYS;
+    }
+    c->progress_wanted = cfg.progress_thread != 0;
     c->comm = c->nodecomm = c->lanecomm = MPI_COMM_NULL;
     c->check = cfg.check != 0;
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
@@ -268,6 +279,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
 int pmc_comm_free(pmc_comm *c)
 {
     if (c == NULL) return PMC_OK;
+    pmc_ops_shutdown(c);
     pmc_segment_detach(&c->node_ctx.seg);
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -284,8 +296,12 @@ int pmc_comm_free(pmc_comm *c)
     free(c->members);
     free(c->member_start);
     free(c->scratch);
+    free(c->outer);
     free(c->node_counts);
     free(c->node_displs);
+    free(c->vcounts);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
     free(c);
     return PMC_OK;
 }

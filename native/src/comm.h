@@ -3,9 +3,11 @@
 #define PMC_COMM_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "node/node.h"
+#include "op.h"
 #include "pymcoll.h"
 
 #define PMC_ERRMSG_LEN 768
@@ -35,6 +37,17 @@ struct pmc_comm {
     void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */
     void *node_displs;  /* [nnodes] MPI displacements for the same */
     size_t scratch_bytes;
+    void *outer;        /* second scratch, for compositions that call ones using `scratch` */
+    size_t outer_bytes;
+    void *vcounts;      /* [4][size] MPI counts and displacements for flat v-collectives */
+    /* Started operations, run in start order (op.c). */
+    pmc_op *queue_head, *queue_tail;
+    pthread_mutex_t lock;      /* held while ops run or the queue changes */
+    pthread_cond_t wake;       /* the progress thread sleeps on it while the queue is empty */
+    pthread_t progress;
+    int progress_wanted;       /* PYMCOLL_PROGRESS_THREAD */
+    int progress_running;
+    int progress_stop;
     char errmsg[PMC_ERRMSG_LEN];
     char note[PMC_ERRMSG_LEN];
 };
@@ -46,18 +59,22 @@ int pmc_fail(pmc_comm *c, int status, const char *fmt, ...)
 int pmc_mpi_fail(pmc_comm *c, int mpi_rc, const char *call);
 /* Scratch buffer of at least bytes (kept for reuse). */
 void *pmc_scratch(pmc_comm *c, size_t bytes);
+void *pmc_scratch_outer(pmc_comm *c, size_t bytes);
 
-/* Common entry of every collective: checks the communicator is usable,
- * numbers the call and points error messages at it. */
-int pmc_coll_enter(pmc_comm *c, const char *name);
-/* Collectives, numbered for the argument agreement. */
-enum { PMC_COLL_BARRIER = 1, PMC_COLL_BCAST, PMC_COLL_ALLGATHER, PMC_COLL_ALLREDUCE, PMC_COLL_REDUCE };
+/* Common entry of every collective start: numbers the call, refuses a
+ * broken communicator and points error messages at the call. */
+int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq);
 
 /* With PYMCOLL_CHECK: every rank contributes what MPI requires all ranks to
- * agree on (collective, message bytes, element type, op, root; -1 where it
- * does not apply); a disagreement fails on every rank with PMC_ERR_ARG
- * before any data moves, and the communicator stays usable. */
-int pmc_coll_agree(pmc_comm *c, int kind, uint64_t bytes, int dtype, int op, int root);
+ * agree on (collective, message size or a digest of the counts every rank
+ * knows, element type, op, root; -1 where it does not apply). start begins
+ * the exchange (op->mreq), judge fails on every rank with PMC_ERR_ARG when
+ * they disagree, before any data moves; the communicator stays usable. */
+int pmc_agree_start(pmc_op *op);
+int pmc_agree_judge(pmc_op *op);
+
+/* Stops the progress thread and fails requests still queued (at Free). */
+void pmc_ops_shutdown(pmc_comm *c);
 
 /* Common exit: a failure that leaves peers out of step breaks the comm. */
 int pmc_coll_leave(pmc_comm *c, int status);

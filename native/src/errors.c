@@ -44,16 +44,16 @@ int pmc_mpi_fail(pmc_comm *c, int mpi_rc, const char *call)
                     (unsigned long long)c->coll_seq, msg);
 }
 
-int pmc_coll_enter(pmc_comm *c, const char *name)
+int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq)
 {
-    ++c->coll_seq;
+    *seq = ++c->coll_seq;
     c->node_ctx.coll = name;
-    c->node_ctx.coll_seq = c->coll_seq;
+    c->node_ctx.coll_seq = *seq;
     if (c->broken)
         return pmc_fail(c, PMC_ERR_BROKEN,
                         "%s #%llu refused: this communicator is broken by an earlier "
                         "timeout or peer failure; call Free() and create a new one",
-                        name, (unsigned long long)c->coll_seq);
+                        name, (unsigned long long)*seq);
     c->errmsg[0] = '\0';
     return PMC_OK;
 }
@@ -73,6 +73,16 @@ void *pmc_scratch(pmc_comm *c, size_t bytes)
     if (p == NULL) return NULL;
     c->scratch = p;
     c->scratch_bytes = bytes;
+    return p;
+}
+
+void *pmc_scratch_outer(pmc_comm *c, size_t bytes)
+{
+    if (bytes <= c->outer_bytes) return c->outer;
+    void *p = realloc(c->outer, bytes);
+    if (p == NULL) return NULL;
+    c->outer = p;
+    c->outer_bytes = bytes;
     return p;
 }
 

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "coll/node_algos.h"
+#include "comm.h"
 #include "pymcoll.h"
 #include "testutil.h"
 
@@ -42,6 +43,34 @@ typedef struct ctl {
 } ctl_t;
 
 static ctl_t *g_ctl;
+/* The node algorithms run inside an op of a communicator, as in the core:
+ * the node context lives in g_comm, every call gets a fresh op. Odd
+ * iterations poll (the non-blocking path Test and the progress thread
+ * take), even ones block. */
+static pmc_comm g_comm;
+static pmc_op g_op;
+static int g_poll;
+
+static pmc_op *fresh_op(void)
+{
+    memset(&g_op, 0, sizeof(g_op));
+    g_op.c = &g_comm;
+    g_op.blocking = !g_poll;
+    g_op.mreq = MPI_REQUEST_NULL;
+    return &g_op;
+}
+#define NODE_RUN0(rc, fn)                                     \
+    do {                                                      \
+        fresh_op();                                           \
+        do (rc) = fn(&g_op, &g_op.f[0]);                      \
+        while ((rc) == PMC_PENDING);                          \
+    } while (0)
+#define NODE_RUN(rc, fn, ...)                                 \
+    do {                                                      \
+        fresh_op();                                           \
+        do (rc) = fn(&g_op, &g_op.f[0], __VA_ARGS__);         \
+        while ((rc) == PMC_PENDING);                          \
+    } while (0)
 static char g_dir[PMC_SEG_PATH_MAX];
 static int g_quick;
 
@@ -83,7 +112,7 @@ static int wait_flag(_Atomic int *v, double limit)
     return 0;
 }
 
-/* The allgather cell as allgather_node_cico.c sizes it; used only to put
+/* The allgather cell as gather_node_cico.c sizes it; used only to put
  * block sizes on the cell and region edges, results are checked anyway. */
 static void allgather_geometry(const pmc_node *n, uint64_t *region, uint64_t *cell)
 {
@@ -115,10 +144,10 @@ static int do_barrier(pmc_node *n, uint64_t *k, int fan)
     int rc;
     if (!fan) {
         n->coll = "barrier_node_flags";
-        rc = pmc_barrier_node_flags(n);
+        NODE_RUN0(rc, pmc_barrier_node_flags);
     } else {
         n->coll = "barrier_node_fanin";
-        rc = pmc_barrier_node_fanin(n);
+        NODE_RUN0(rc, pmc_barrier_node_fanin);
         CHECK_RC(rc, PMC_OK, n->errmsg);
         if (rc != PMC_OK) return rc;
         /* Fan-in alone: local rank 0 has seen everyone arrive. */
@@ -127,7 +156,7 @@ static int do_barrier(pmc_node *n, uint64_t *k, int fan)
             CHECK(c >= N * *k, "fan-in #%" PRIu64 " released rank 0 at count %" PRIu64, *k, c);
         }
         n->coll = "barrier_node_fanout";
-        rc = pmc_barrier_node_fanout(n);
+        NODE_RUN0(rc, pmc_barrier_node_fanout);
     }
     CHECK_RC(rc, PMC_OK, n->errmsg);
     if (rc != PMC_OK) return rc;
@@ -149,7 +178,8 @@ static int do_bcast(pmc_node *n, uint64_t it, uint64_t bytes, int root)
     memset(buf + bytes, GUARD_BYTE, GUARD);
     n->coll = "bcast_node_cico";
     ++n->coll_seq;
-    int rc = pmc_bcast_node_cico(n, buf, bytes, root);
+    int rc;
+    NODE_RUN(rc, pmc_bcast_node_cico, buf, bytes, root);
     CHECK_RC(rc, PMC_OK, n->errmsg);
     if (rc == PMC_OK) {
         int64_t bad = t_verify(buf, bytes, seed);
@@ -199,7 +229,8 @@ static int do_allgather(pmc_node *n, uint64_t it, uint64_t block, int root, int 
     }
     n->coll = root < 0 ? "allgather_node_cico" : "gather_node_cico";
     ++n->coll_seq;
-    int rc = pmc_allgather_node_cico(n, send, recv, block, root);
+    int rc;
+    NODE_RUN(rc, pmc_gather_node_cico, send, recv, block, NULL, NULL, root, 1);
     CHECK_RC(rc, PMC_OK, n->errmsg);
     if (rc == PMC_OK) {
         for (int j = 0; j < N && recv != NULL; ++j) {
@@ -229,6 +260,7 @@ static int rank_barriers(pmc_node *n, const group_t *g)
     const int me = n->local_rank, N = n->local_size;
     uint64_t k = 0;
     for (int it = 0; it < g->iters; ++it) {
+        g_poll = it & 1;
         int rc = do_barrier(n, &k, 0);
         if (rc == PMC_OK) rc = do_barrier(n, &k, 1);
         if (rc != PMC_OK) return rc;
@@ -238,7 +270,7 @@ static int rank_barriers(pmc_node *n, const group_t *g)
         if (me == 0) atomic_store(&g_ctl->token, (uint64_t)it + 1);
         n->coll = "barrier_node_fanout";
         ++n->coll_seq;
-        rc = pmc_barrier_node_fanout(n);
+        NODE_RUN0(rc, pmc_barrier_node_fanout);
         CHECK_RC(rc, PMC_OK, n->errmsg);
         if (rc != PMC_OK) return rc;
         if (me != 0)
@@ -249,7 +281,7 @@ static int rank_barriers(pmc_node *n, const group_t *g)
         if (me != 0) atomic_fetch_add(&g_ctl->arrive_in, 1);
         n->coll = "barrier_node_fanin";
         ++n->coll_seq;
-        rc = pmc_barrier_node_fanin(n);
+        NODE_RUN0(rc, pmc_barrier_node_fanin);
         CHECK_RC(rc, PMC_OK, n->errmsg);
         if (rc != PMC_OK) return rc;
         if (me == 0) {
@@ -267,6 +299,7 @@ static int rank_bcast_sweep(pmc_node *n, const group_t *g)
     for (int it = 0; it < g->iters; ++it)
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i)
             for (int root = 0; root < n->local_size; ++root) {
+                g_poll = (it + root) & 1;
                 int rc = do_bcast(n, (uint64_t)it, sizes[i], root);
                 if (rc != PMC_OK || t_failures > 20) return rc;
             }
@@ -283,6 +316,7 @@ static int rank_allgather_sweep(pmc_node *n, const group_t *g)
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i)
             for (int root = -1; root < n->local_size; ++root)
                 for (int inplace = 0; inplace < 2; ++inplace) {
+                    g_poll = (it + root) & 1;
                     int rc = do_allgather(n, (uint64_t)it, sizes[i], root, inplace);
                     if (rc != PMC_OK || t_failures > 20) return rc;
                 }
@@ -305,6 +339,7 @@ static int rank_mixed(pmc_node *n, const group_t *g)
         const uint64_t h = t_mix((uint64_t)it * 977 + 31);
         const int root = (int)((h >> 8) % (uint64_t)n->local_size);
         const int inplace = (int)((h >> 20) & 1);
+        g_poll = (int)((h >> 30) & 1);
         int rc;
         switch (h % 6) {
         case 0: rc = do_barrier(n, &k, 0); break;
@@ -331,7 +366,8 @@ static int rank_timeout(pmc_node *n, const group_t *g)
     n->coll = "Barrier";
     n->coll_seq = 7;
     double t0 = t_now();
-    int rc = pmc_barrier_node_flags(n);
+    int rc;
+    NODE_RUN0(rc, pmc_barrier_node_flags);
     record(n, rc, t_now() - t0);
     CHECK(atomic_load(&n->seg.hdr->abort_rank) == 0, "abort_rank %d after the timeout",
           (int)atomic_load(&n->seg.hdr->abort_rank));
@@ -355,7 +391,8 @@ static int rank_timeout_ack(pmc_node *n, const group_t *g)
     n->coll = "Bcast";
     n->coll_seq = 3;
     double t0 = t_now();
-    int rc = pmc_bcast_node_cico(n, buf, bytes, 0);
+    int rc;
+    NODE_RUN(rc, pmc_bcast_node_cico, buf, bytes, 0);
     record(n, rc, t_now() - t0);
     free(buf);
     atomic_store(&g_ctl->release, 1);
@@ -382,7 +419,8 @@ static int rank_broken(pmc_node *n, const group_t *g)
         n->timeout = 20;
     }
     double t0 = t_now();
-    int rc = pmc_barrier_node_flags(n);
+    int rc;
+    NODE_RUN0(rc, pmc_barrier_node_flags);
     record(n, rc, t_now() - t0);
     if (me == 0) {
         /* Rank 2 leaves only after rank 1 has its answer: rank 1 must learn
@@ -403,7 +441,8 @@ static int rank_dies(pmc_node *n, int victim)
     n->coll = "Barrier";
     n->coll_seq = 5;
     double t0 = t_now();
-    int rc = pmc_barrier_node_flags(n);
+    int rc;
+    NODE_RUN0(rc, pmc_barrier_node_flags);
     record(n, rc, t_now() - t0);
     return PMC_OK;
 }
@@ -440,6 +479,7 @@ static int child_main(const group_t *g, int r, const pmc_segment *created, const
 
     pmc_node n;
     memset(&n, 0, sizeof(n));
+    memset(&g_comm, 0, sizeof(g_comm));
     n.seg = seg;
     n.local_rank = r;
     n.local_size = g->n;
@@ -456,7 +496,9 @@ static int child_main(const group_t *g, int r, const pmc_segment *created, const
     /* Same order as the core: start at the right neighbour. */
     for (int j = 1; j < g->n; ++j) n.others[j - 1] = (r + j) % g->n;
 
-    int rc = g->fn(&n, g);
+    g_comm.node_ctx = n;
+    int rc = g->fn(&g_comm.node_ctx, g);
+    n = g_comm.node_ctx;
     if (g->clean) {
         CHECK_RC(rc, PMC_OK, err);
         CHECK(atomic_load(&n.seg.hdr->abort_rank) == -1, "abort_rank %d",

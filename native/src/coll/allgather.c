@@ -1,43 +1,45 @@
-/* Allgather: entry, argument check and algorithm choice. */
+/* Allgather and Allgatherv: algorithm choice. */
 #include <string.h>
 
-#include "../comm.h"
 #include "hier.h"
 #include "node_algos.h"
 
-int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t block)
+int pmc_allgather_run(pmc_op *op)
 {
-    if (c == NULL) return PMC_ERR_ARG;
-    int rc = pmc_coll_enter(c, "Allgather");
-    if (rc != PMC_OK) return rc;
-    if (block > 0 && recvbuf == NULL) return pmc_fail(c, PMC_ERR_ARG, "Allgather: recvbuf is NULL");
-    if (block > UINT64_MAX / (uint64_t)c->size)
-        return pmc_fail(c, PMC_ERR_ARG, "Allgather: block of %llu bytes overflows the receive size",
-                        (unsigned long long)block);
-    rc = pmc_coll_agree(c, PMC_COLL_ALLGATHER, block, -1, -1, -1);
-    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
-    if (block == 0) return pmc_coll_leave(c, PMC_OK);
-    unsigned char *mine = (unsigned char *)recvbuf + (uint64_t)c->rank * block;
-    const void *send = sendbuf != NULL ? sendbuf : mine;
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    unsigned char *recv = a->recvbuf;
+    const void *send = a->in_place ? recv + (uint64_t)c->rank * a->count : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
     if (c->size == 1) {
-        if (send != mine) memmove(mine, send, block);
-        return pmc_coll_leave(c, PMC_OK);
-    }
-    if (!c->shm_active) {
-        pmc_mpi_count n;
-        rc = pmc_mpi_count_of(c, block, &n);
-        if (rc != PMC_OK) return rc;
-        const void *s = sendbuf != NULL ? sendbuf : MPI_IN_PLACE;
-#if MPI_VERSION >= 4
-        int mrc = MPI_Allgather_c(s, n, MPI_BYTE, recvbuf, n, MPI_BYTE, c->comm);
-#else
-        int mrc = MPI_Allgather(s, n, MPI_BYTE, recvbuf, n, MPI_BYTE, c->comm);
-#endif
-        rc = mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, "MPI_Allgather");
+        if (send != recv) memmove(recv, send, a->count);
+    } else if (!c->shm_active) {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1) {
-        rc = pmc_allgather_node_cico(&c->node_ctx, send, recvbuf, block, -1);
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, -1, 1));
     } else {
-        rc = pmc_allgather_hier(c, send, recvbuf, block);
+        PMC_AWAIT(f, pmc_allgather_hier(op, f + 1, send, recv, a->count));
     }
-    return pmc_coll_leave(c, rc);
+    PMC_CO_END(f);
+}
+
+int pmc_allgatherv_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    unsigned char *recv = a->recvbuf;
+    const void *send = a->in_place ? recv + a->rdispls[c->rank] : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, -1, 1));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
 }

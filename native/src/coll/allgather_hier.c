@@ -7,8 +7,9 @@
 #include "hier.h"
 #include "node_algos.h"
 
-static int leaders_exchange(pmc_comm *c, unsigned char *buf, uint64_t block, const int *first)
+static int leaders_exchange_start(pmc_op *op, unsigned char *buf, uint64_t block, const int *first)
 {
+    pmc_comm *c = op->c;
     /* Arrays allocated with the communicator: no allocation per call. */
     pmc_mpi_count *counts = c->node_counts;
     pmc_mpi_displ *displs = c->node_displs;
@@ -21,38 +22,48 @@ static int leaders_exchange(pmc_comm *c, unsigned char *buf, uint64_t block, con
         displs[k] = (pmc_mpi_displ)d;
     }
 #if MPI_VERSION >= 4
-    int mrc = MPI_Allgatherv_c(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
+    int mrc = MPI_Iallgatherv_c(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm, &op->mreq);
 #else
-    int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm);
+    int mrc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, counts, displs, MPI_BYTE, c->lanecomm, &op->mreq);
 #endif
-    return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, "MPI_Allgatherv");
+    return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, "MPI_Iallgatherv");
 }
 
-int pmc_allgather_hier(pmc_comm *c, const void *send, void *recv, uint64_t block)
+int pmc_allgather_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block)
 {
+    pmc_comm *c = op->c;
     pmc_node *n = &c->node_ctx;
     unsigned char *out = recv;
     const uint64_t total = (uint64_t)c->size * block;
-    int rc;
-    if (c->consecutive) {
-        unsigned char *node_base = out + (uint64_t)c->node_first[c->node] * block;
-        rc = pmc_allgather_node_cico(n, send, node_base, block, 0);
-        if (rc == PMC_OK && n->local_rank == 0) rc = leaders_exchange(c, out, block, c->node_first);
-    } else {
-        unsigned char *tmp = NULL;
-        if (n->local_rank == 0) {
-            tmp = pmc_scratch(c, (size_t)total);
-            if (tmp == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "Allgather: out of memory for %llu bytes",
-                                             (unsigned long long)total);
-        }
-        unsigned char *node_base = tmp ? tmp + (uint64_t)c->member_start[c->node] * block : NULL;
-        rc = pmc_allgather_node_cico(n, send, node_base, block, 0);
-        if (rc == PMC_OK && n->local_rank == 0) {
-            rc = leaders_exchange(c, tmp, block, c->member_start);
-            for (int i = 0; rc == PMC_OK && i < c->size; ++i)
-                memcpy(out + (uint64_t)c->members[i] * block, tmp + (uint64_t)i * block, block);
+    /* f->p: where the leader assembles nodes in node order (recv itself
+     * when nodes are consecutive rank ranges). */
+    PMC_CO_BEGIN(f);
+    f->p = out;
+    if (!c->consecutive && n->local_rank == 0) {
+        f->p = pmc_scratch(c, (size_t)total);
+        if (f->p == NULL) {
+            f->pc = 0;
+            return pmc_fail(c, PMC_ERR_NOMEM, "Allgather: out of memory for %llu bytes", (unsigned long long)total);
         }
     }
-    if (rc != PMC_OK) return rc;
-    return pmc_bcast_node_cico(n, recv, total, 0);
+    PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send,
+                                      (unsigned char *)f->p +
+                                          (uint64_t)(c->consecutive ? c->node_first[c->node] : c->member_start[c->node]) * block,
+                                      block, NULL, NULL, 0, 1));
+    if (n->local_rank == 0) {
+        {
+            int rc = leaders_exchange_start(op, f->p, block, c->consecutive ? c->node_first : c->member_start);
+            if (rc != PMC_OK) {
+                f->pc = 0;
+                return rc;
+            }
+        }
+        PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallgatherv"));
+        if (!c->consecutive) {
+            const unsigned char *tmp = f->p;
+            for (int i = 0; i < c->size; ++i) memcpy(out + (uint64_t)c->members[i] * block, tmp + (uint64_t)i * block, block);
+        }
+    }
+    PMC_AWAIT(f, pmc_bcast_node_cico(op, f + 1, recv, total, 0));
+    PMC_CO_END(f);
 }

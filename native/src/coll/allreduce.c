@@ -1,32 +1,51 @@
-/* Allreduce: entry, argument check and algorithm choice. */
+/* Allreduce and Reduce: algorithm choice. */
 #include <string.h>
 
-#include "../comm.h"
 #include "hier.h"
 #include "node_algos.h"
-#include "reduce_entry.h"
 
-int pmc_allreduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op)
+int pmc_allreduce_run(pmc_op *op)
 {
-    if (c == NULL) return PMC_ERR_ARG;
-    int rc = pmc_coll_enter(c, "Allreduce");
-    if (rc != PMC_OK) return rc;
-    uint64_t bytes = 0;
-    rc = pmc_reduce_check(c, "Allreduce", recvbuf, count, dtype, op, 1, &bytes);
-    if (rc != PMC_OK) return rc;
-    rc = pmc_coll_agree(c, PMC_COLL_ALLREDUCE, bytes, dtype, op, -1);
-    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
-    if (count == 0) return pmc_coll_leave(c, PMC_OK);
-    const void *send = sendbuf != NULL ? sendbuf : recvbuf;
-    if (c->size == 1) {
-        if (send != recvbuf) memmove(recvbuf, send, bytes);
-        return pmc_coll_leave(c, PMC_OK);
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    const void *send = a->in_place ? a->recvbuf : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
     }
-    if (!c->shm_active)
-        rc = pmc_reduce_mpi_gather(c, send, recvbuf, count, dtype, op, -1);
-    else if (c->nnodes == 1)
-        rc = pmc_allreduce_node_slices(&c->node_ctx, send, recvbuf, count, dtype, op, -1);
-    else
-        rc = pmc_allreduce_hier(c, send, recvbuf, count, dtype, op);
-    return pmc_coll_leave(c, rc);
+    if (c->size == 1) {
+        if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
+    } else if (!c->shm_active) {
+        PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
+    } else {
+        PMC_AWAIT(f, pmc_allreduce_hier(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op));
+    }
+    PMC_CO_END(f);
+}
+
+int pmc_reduce_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    const void *send = a->in_place ? a->recvbuf : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    if (c->size == 1) {
+        if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
+    } else if (!c->shm_active) {
+        PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
+    } else {
+        PMC_AWAIT(f, pmc_reduce_hier(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
+    }
+    PMC_CO_END(f);
 }

@@ -4,70 +4,85 @@
  * result then goes to the node's ranks (Allreduce) or to the root (Reduce). */
 #include <string.h>
 
-#include "../reduce/reduce_ops.h"
 #include "hier.h"
 #include "node_algos.h"
 
-/* Node partial at the leader, in `partial` (bytes of scratch or recv). */
-static int node_partial(pmc_comm *c, const void *send, void *partial, uint64_t count, int dtype, int op)
+/* Starts the leaders' exchange of node partials: to all leaders (root_node
+ * < 0) or to the root's leader. */
+static int leaders_start(pmc_op *op, const void *partial, void *all, uint64_t bytes, int root_node)
 {
-    return pmc_allreduce_node_slices(&c->node_ctx, send, partial, count, dtype, op, 0);
-}
-
-int pmc_allreduce_hier(pmc_comm *c, const void *send, void *recv, uint64_t count, int dtype, int op)
-{
-    const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype);
-    int rc = node_partial(c, send, recv, count, dtype, op);
+    pmc_comm *c = op->c;
+    pmc_mpi_count n;
+    int rc = pmc_mpi_count_of(c, bytes, &n);
     if (rc != PMC_OK) return rc;
-    if (c->node_ctx.local_rank == 0) {
-        unsigned char *all = pmc_scratch(c, (size_t)(bytes * (uint64_t)c->nnodes));
-        if (all == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "Allreduce: out of memory");
-        pmc_mpi_count n;
-        rc = pmc_mpi_count_of(c, bytes, &n);
-        if (rc != PMC_OK) return rc;
+    int mrc;
 #if MPI_VERSION >= 4
-        int mrc = MPI_Allgather_c(recv, n, MPI_BYTE, all, n, MPI_BYTE, c->lanecomm);
+    mrc = root_node < 0 ? MPI_Iallgather_c(partial, n, MPI_BYTE, all, n, MPI_BYTE, c->lanecomm, &op->mreq)
+                        : MPI_Igather_c(partial, n, MPI_BYTE, all, n, MPI_BYTE, root_node, c->lanecomm, &op->mreq);
 #else
-        int mrc = MPI_Allgather(recv, n, MPI_BYTE, all, n, MPI_BYTE, c->lanecomm);
+    mrc = root_node < 0 ? MPI_Iallgather(partial, n, MPI_BYTE, all, n, MPI_BYTE, c->lanecomm, &op->mreq)
+                        : MPI_Igather(partial, n, MPI_BYTE, all, n, MPI_BYTE, root_node, c->lanecomm, &op->mreq);
 #endif
-        if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, "MPI_Allgather");
-        pmc_combine_blocks(recv, all, c->nnodes, count, dtype, op);
-    }
-    return pmc_bcast_node_cico(&c->node_ctx, recv, bytes, 0);
+    return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, root_node < 0 ? "MPI_Iallgather" : "MPI_Igather");
 }
 
-int pmc_reduce_hier(pmc_comm *c, const void *send, void *recv, uint64_t count, int dtype, int op, int root)
+int pmc_allreduce_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop)
 {
+    pmc_comm *c = op->c;
+    const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype);
+    PMC_CO_BEGIN(f);
+    PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, recv, count, dtype, rop, 0));
+    if (c->node_ctx.local_rank == 0) {
+        f->p = pmc_scratch(c, (size_t)(bytes * (uint64_t)c->nnodes));
+        int rc = f->p == NULL ? pmc_fail(c, PMC_ERR_NOMEM, "Allreduce: out of memory")
+                              : leaders_start(op, recv, f->p, bytes, -1);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+        PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallgather"));
+        pmc_combine_blocks(recv, f->p, c->nnodes, count, dtype, rop);
+    }
+    PMC_AWAIT(f, pmc_bcast_node_cico(op, f + 1, recv, bytes, 0));
+    PMC_CO_END(f);
+}
+
+int pmc_reduce_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                    int root)
+{
+    pmc_comm *c = op->c;
     const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype);
     const int root_node = c->node_of[root], root_local = c->local_of[root];
     const int leader = c->node_ctx.local_rank == 0;
     /* The leader keeps its node's partial, then the combined result, in
      * scratch: [own partial | every node's partial (root's leader only)]. */
-    unsigned char *scratch = NULL;
+    PMC_CO_BEGIN(f);
+    f->p = NULL;
     if (leader || c->node == root_node) {
         const uint64_t blocks = leader && c->node == root_node ? 1u + (uint64_t)c->nnodes : 1u;
-        scratch = pmc_scratch(c, (size_t)(bytes * blocks));
-        if (scratch == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "Reduce: out of memory");
+        f->p = pmc_scratch(c, (size_t)(bytes * blocks));
+        if (f->p == NULL) {
+            f->pc = 0;
+            return pmc_fail(c, PMC_ERR_NOMEM, "Reduce: out of memory");
+        }
     }
-    int rc = node_partial(c, send, scratch, count, dtype, op);
-    if (rc != PMC_OK) return rc;
+    PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, f->p, count, dtype, rop, 0));
     if (leader) {
-        pmc_mpi_count n;
-        rc = pmc_mpi_count_of(c, bytes, &n);
-        if (rc != PMC_OK) return rc;
-        unsigned char *all = c->node == root_node ? scratch + bytes : NULL;
-#if MPI_VERSION >= 4
-        int mrc = MPI_Gather_c(scratch, n, MPI_BYTE, all, n, MPI_BYTE, root_node, c->lanecomm);
-#else
-        int mrc = MPI_Gather(scratch, n, MPI_BYTE, all, n, MPI_BYTE, root_node, c->lanecomm);
-#endif
-        if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, "MPI_Gather");
-        if (c->node == root_node) pmc_combine_blocks(root_local == 0 ? recv : scratch, all, c->nnodes, count, dtype, op);
+        {
+            unsigned char *scratch = f->p;
+            int rc = leaders_start(op, scratch, c->node == root_node ? scratch + bytes : NULL, bytes, root_node);
+            if (rc != PMC_OK) {
+                f->pc = 0;
+                return rc;
+            }
+        }
+        PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Igather"));
+        if (c->node == root_node)
+            pmc_combine_blocks(root_local == 0 ? recv : f->p, (unsigned char *)f->p + bytes, c->nnodes, count, dtype, rop);
     }
     if (c->node == root_node && root_local != 0) {
         /* Hand the result from the leader to the root inside the node. */
-        void *buf = c->node_ctx.local_rank == root_local ? recv : scratch;
-        return pmc_bcast_node_cico(&c->node_ctx, buf, bytes, 0);
+        PMC_AWAIT(f, pmc_bcast_node_cico(op, f + 1, c->node_ctx.local_rank == root_local ? recv : f->p, bytes, 0));
     }
-    return PMC_OK;
+    PMC_CO_END(f);
 }

@@ -8,25 +8,27 @@
  * order, so every receiver gets the same bits. */
 #include <string.h>
 
+#include "../comm.h"
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
-#include "pymcoll.h"
 
 #define MAX_CELL ((uint64_t)1 << 18)
 
-int pmc_allreduce_node_slices(pmc_node *n, const void *send, void *recv, uint64_t count,
-                              int dtype, int op, int root)
+/* Step after which the cell of round ending at s_out may be reused: rounds
+ * take two steps, so its previous use ended 2 * ncells steps earlier. */
+static inline uint64_t cell_free_step(uint64_t s_out, uint64_t ncells, uint64_t layout_step)
 {
+    const uint64_t prev = s_out - 2 * ncells;
+    return pmc_step_geq(prev, layout_step) ? prev : layout_step;
+}
+
+int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
+                              int dtype, int rop, int root)
+{
+    pmc_node *n = &op->c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
     const int i_receive = root < 0 || root == me;
-    const uint64_t bytes = count * esize;
-    if (count == 0) return PMC_OK;
-    if (L == 1) {
-        if (i_receive && send != recv) memmove(recv, send, bytes);
-        return PMC_OK;
-    }
-
     /* L input regions and one result region. The geometry must not depend
      * on the element type (consecutive reductions share the cell ring), and
      * a multiple of 64 bytes holds whole elements of every type. The data
@@ -35,51 +37,63 @@ int pmc_allreduce_node_slices(pmc_node *n, const void *send, void *recv, uint64_
     uint64_t cell = region / 2;
     if (cell > MAX_CELL) cell = MAX_CELL;
     cell &= ~(uint64_t)63;
+    if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = region / cell;
     const uint64_t per_chunk = cell / esize;
-    const uint64_t rounds = (count + per_chunk - 1) / per_chunk;
-    const uint64_t base = n->step;
-    const uint64_t layout_step = pmc_node_use_layout(n, PMC_LAYOUT_REDUCE, base);
     unsigned char *const data = n->seg.data;
     unsigned char *const result = data + (uint64_t)L * region;
     const unsigned char *in = send;
     unsigned char *out = recv;
-    int rc;
 
-    for (uint64_t k = 0; k < rounds; ++k) {
-        const uint64_t s_in = base + 2 * k + 1, s_out = s_in + 1;
-        const uint64_t first = k * per_chunk;
-        const uint64_t m = count - first < per_chunk ? count - first : per_chunk;
-        /* Cells advance one per round (two steps) from the layout's start. */
-        const uint64_t cell_off = (((s_out - layout_step) / 2 - 1) % ncells) * cell;
-        const uint64_t prev = s_out - 2 * ncells;
-        const uint64_t need = pmc_step_geq(prev, layout_step) ? prev : layout_step;
-
-        /* Every rank read this cell's previous inputs and result. */
-        rc = pmc_node_wait(n, PMC_FLAG_ACK, n->others, L - 1, need);
-        if (rc != PMC_OK) return rc;
-        memcpy(data + (uint64_t)me * region + cell_off, in + first * esize, m * esize);
-        pmc_node_post(n, PMC_FLAG_SEQ, s_in);
-        rc = pmc_node_wait(n, PMC_FLAG_SEQ, n->others, L - 1, s_in);
-        if (rc != PMC_OK) return rc;
-
-        /* My slice of the chunk, combined in rank order 0, 1, ..., L-1. */
-        const uint64_t lo = m * (uint64_t)me / (uint64_t)L, hi = m * (uint64_t)(me + 1) / (uint64_t)L;
-        if (hi > lo) {
-            unsigned char *acc = result + cell_off + lo * esize;
-            memcpy(acc, data + cell_off + lo * esize, (hi - lo) * esize);
-            for (int r = 1; r < L; ++r)
-                pmc_reduce_into(acc, data + (uint64_t)r * region + cell_off + lo * esize, hi - lo, dtype, op);
-        }
-        pmc_node_post(n, PMC_FLAG_SEQ, s_out);
-        if (i_receive) {
-            rc = pmc_node_wait(n, PMC_FLAG_SEQ, n->others, L - 1, s_out);
-            if (rc != PMC_OK) return rc;
-            memcpy(out + first * esize, result + cell_off, m * esize);
-        }
-        pmc_node_post(n, PMC_FLAG_ACK, s_out);
+    PMC_CO_BEGIN(f);
+    if (count == 0) {
+        f->pc = 0;
+        return PMC_OK;
     }
-    n->step = base + 2 * rounds;
+    if (L == 1) {
+        if (i_receive && send != recv) memmove(recv, send, count * esize);
+        f->pc = 0;
+        return PMC_OK;
+    }
+    f->n = (count + per_chunk - 1) / per_chunk;
+    f->base = n->step;
+    f->lstep = pmc_node_use_layout(n, PMC_LAYOUT_REDUCE, f->base);
+    for (f->k = 0; f->k < f->n; ++f->k) {
+        /* Cells advance one per round (two steps) from the layout's start;
+         * every rank read this cell's previous inputs and result. */
+        f->aux = f->base + 2 * f->k + 1; /* s_in */
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, cell_free_step(f->aux + 1, ncells, f->lstep)));
+        {
+            const uint64_t first = f->k * per_chunk, m = count - first < per_chunk ? count - first : per_chunk;
+            const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;
+            memcpy(data + (uint64_t)me * region + cell_off, in + first * esize, m * esize);
+            pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+        }
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, L - 1, f->aux));
+        {
+            /* My slice of the chunk, combined in rank order 0, 1, ..., L-1. */
+            const uint64_t first = f->k * per_chunk, m = count - first < per_chunk ? count - first : per_chunk;
+            const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;
+            const uint64_t lo = m * (uint64_t)me / (uint64_t)L, hi = m * (uint64_t)(me + 1) / (uint64_t)L;
+            if (hi > lo) {
+                unsigned char *acc = result + cell_off + lo * esize;
+                memcpy(acc, data + cell_off + lo * esize, (hi - lo) * esize);
+                for (int r = 1; r < L; ++r)
+                    pmc_reduce_into(acc, data + (uint64_t)r * region + cell_off + lo * esize, hi - lo, dtype, rop);
+            }
+            pmc_node_post(n, PMC_FLAG_SEQ, f->aux + 1);
+        }
+        if (i_receive) {
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, L - 1, f->aux + 1));
+            {
+                const uint64_t first = f->k * per_chunk, m = count - first < per_chunk ? count - first : per_chunk;
+                const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;
+                memcpy(out + first * esize, result + cell_off, m * esize);
+            }
+        }
+        pmc_node_post(n, PMC_FLAG_ACK, f->aux + 1);
+    }
+    n->step = f->base + 2 * f->n;
     pmc_node_post(n, PMC_FLAG_ACK, n->step);
-    return PMC_OK;
+    PMC_CO_END(f);
 }

@@ -1,22 +1,18 @@
-/* Barrier: entry and algorithm choice. */
-#include "../comm.h"
+/* Barrier: algorithm choice. */
 #include "hier.h"
 #include "node_algos.h"
 
-int pmc_barrier(pmc_comm *c)
+int pmc_barrier_run(pmc_op *op)
 {
-    if (c == NULL) return PMC_ERR_ARG;
-    int rc = pmc_coll_enter(c, "Barrier");
-    if (rc != PMC_OK) return rc;
-    rc = pmc_coll_agree(c, PMC_COLL_BARRIER, 0, -1, -1, -1);
-    if (rc != PMC_OK) return pmc_coll_leave(c, rc);
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    PMC_CO_BEGIN(f);
     if (!c->shm_active) {
-        int mrc = MPI_Barrier(c->comm);
-        rc = mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, "MPI_Barrier");
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1) {
-        rc = pmc_barrier_node_flags(&c->node_ctx);
+        PMC_AWAIT(f, pmc_barrier_node_flags(op, f + 1));
     } else {
-        rc = pmc_barrier_hier(c);
+        PMC_AWAIT(f, pmc_barrier_hier(op, f + 1));
     }
-    return pmc_coll_leave(c, rc);
+    PMC_CO_END(f);
 }

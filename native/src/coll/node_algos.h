@@ -1,35 +1,69 @@
 /* Algorithms that run among the ranks of one node through the segment.
- * They know only the node context; the collective entries in this folder
- * compose them with MPI calls between nodes. */
+ * They know only the node context (op->c->node_ctx) and their frame; the
+ * collective entries in this folder compose them with MPI calls between
+ * nodes. All are coroutines (see op.h): PMC_OK when done, PMC_PENDING when
+ * a non-blocking op must come back later, or an error. Ranks, counts and
+ * displacements here are local ranks and bytes unless said otherwise. */
 #ifndef PMC_COLL_NODE_ALGOS_H
 #define PMC_COLL_NODE_ALGOS_H
 
 #include <stdint.h>
 
 #include "../node/node.h"
+#include "../op.h"
+
+/* Steps a collective whose chunk counts not every rank knows advances the
+ * step counter by: beyond any chunk count, so all ranks agree on the next
+ * step without telling each other their sizes. */
+#define PMC_STEP_STRIDE (UINT64_C(1) << 40)
 
 /* All local ranks post, all wait for all. */
-int pmc_barrier_node_flags(pmc_node *n);
+int pmc_barrier_node_flags(pmc_op *op, pmc_frame *f);
 /* Fan-in to local rank 0 (returns once every local rank arrived there). */
-int pmc_barrier_node_fanin(pmc_node *n);
+int pmc_barrier_node_fanin(pmc_op *op, pmc_frame *f);
 /* Fan-out from local rank 0 (others return once rank 0 released them). */
-int pmc_barrier_node_fanout(pmc_node *n);
+int pmc_barrier_node_fanout(pmc_op *op, pmc_frame *f);
 
 /* Pipelined copy in / copy out through cells of n->chunk bytes. */
-int pmc_bcast_node_cico(pmc_node *n, void *buf, uint64_t bytes, int root);
+int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 
-/* Every local rank contributes `block` bytes; recv holds local_size blocks
- * in local-rank order. root < 0: every rank receives (allgather);
- * root >= 0: only that local rank receives (gather) and recv is ignored
- * elsewhere. send may alias this rank's block of recv. */
-int pmc_allgather_node_cico(pmc_node *n, const void *send, void *recv, uint64_t block, int root);
+/* Every local rank i contributes counts[i] bytes (counts NULL: `block`
+ * each) that land at recv + displs[i] (NULL: i * block). root < 0: every
+ * rank receives (allgather); root >= 0: only that local rank receives
+ * (gather) and recv is ignored elsewhere. send may alias this rank's block
+ * of recv. known = 0 when the ranks do not all know every count (Gatherv:
+ * only the root does). */
+int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
+                         const uint64_t *counts, const uint64_t *displs, int root, int known);
+
+/* Personalised exchange: local rank i sends scounts[j] bytes from
+ * send + sdispls[j] to local rank j, which receives them at recv +
+ * rdispls[i] (rcounts[i] bytes). root < 0: every rank sends (alltoall);
+ * root >= 0: only that rank sends (scatter; the others' send arrays are
+ * ignored, and they receive rcounts[root] (or block) bytes at recv). recv
+ * NULL at the root: it keeps its own block (in place). Arrays NULL:
+ * `block` bytes at multiples of block. known: as for gather. */
+int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                        const uint64_t *sdispls, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
+                        uint64_t block, int root, int known);
 
 /* Reduction of `count` elements: every local rank copies its input into its
  * region chunk by chunk, reduces one slice of the chunk from every rank's
  * region in rank order, and every receiver copies the whole result out.
  * root < 0: every rank receives (allreduce); root >= 0: only that local rank.
  * send may equal recv (in place). */
-int pmc_allreduce_node_slices(pmc_node *n, const void *send, void *recv, uint64_t count,
-                              int dtype, int op, int root);
+int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
+                              int dtype, int rop, int root);
+
+/* Reduce-scatter: local rank i receives elements [off_i, off_i + counts[i])
+ * of the reduction (counts NULL: `block` each), reduced by itself straight
+ * into recv. send may equal recv (in place). */
+int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
+                                   const uint64_t *counts, int dtype, int rop);
+
+/* Prefix reduction in local rank order: inclusive (Scan) or exclusive
+ * (Exscan: local rank 0's recv is left alone). */
+int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                  int exclusive);
 
 #endif

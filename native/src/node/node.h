@@ -14,12 +14,19 @@
 
 #include "segment.h"
 
+#ifndef PMC_PENDING
+#define PMC_PENDING (-1)
+#endif
+
 enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1 };
 
 /* How a collective lays out the data area. Consecutive collectives with the
  * same layout index cells by step number, so a writer waits only for the
  * readers of the cell's previous use, not for the whole previous collective. */
-enum { PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS = 1, PMC_LAYOUT_REGIONS = 2, PMC_LAYOUT_REDUCE = 3 };
+enum {
+    PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS, PMC_LAYOUT_REGIONS, PMC_LAYOUT_REDUCE, PMC_LAYOUT_PAIRS,
+    PMC_LAYOUT_SCATTER, PMC_LAYOUT_SLICES
+};
 
 typedef struct pmc_node {
     pmc_segment seg;
@@ -84,6 +91,13 @@ static inline uint64_t pmc_cell_free_step(uint64_t s, uint64_t ncells, uint64_t 
  * PMC_ERR_PEER_DEAD when a waited-for process is gone and PMC_ERR_PEER_ABORTED
  * when another local rank gave up; n->errmsg then says who and where. */
 int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target);
+
+/* One look at the flags without waiting: PMC_OK when all are there,
+ * PMC_PENDING when not, or the failure a blocking wait would report (a dead
+ * peer, an abort, the deadline counted from *since, set on the first miss).
+ * *since and *polls belong to the caller's wait and are reset on success. */
+int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target,
+                  double *since, uint32_t *polls);
 
 /* Tell the other local ranks that this rank gave up on the collective. */
 void pmc_node_abort(pmc_node *n);

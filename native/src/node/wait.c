@@ -85,6 +85,72 @@ static void list_missing(const pmc_flag *flags, const int *peers, int npeers,
     }
 }
 
+/* Abort word, liveness and deadline: the checks of a wait that is taking
+ * long. Returns PMC_OK to keep waiting, or the failure (errmsg set). */
+static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int first_missing,
+                        uint64_t target, double t, double start, int check_liveness)
+{
+    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    int32_t aborter = atomic_load_explicit(&n->seg.hdr->abort_rank, memory_order_acquire);
+    if (aborter >= 0 && aborter != n->local_rank) {
+        snprintf(n->errmsg, n->errlen,
+                 "%s #%" PRIu64 " abandoned: local rank %d gave up on a collective "
+                 "(see its error), so local rank %d stopped waiting",
+                 n->coll, n->coll_seq, (int)aborter, n->local_rank);
+        return PMC_ERR_PEER_ABORTED;
+    }
+    if (check_liveness) {
+        int peer = peers[first_missing];
+        /* A peer may post its flag and exit between our look at the flag
+         * and at its pid; the flags of a dead process are final, so look again. */
+        if (!pid_alive(n->seg.pids[peer]) && !pmc_step_geq(pmc_flag_load(&flags[peer]), target)) {
+            snprintf(n->errmsg, n->errlen,
+                     "%s #%" PRIu64 ": local rank %d (pid %d) died while local rank %d "
+                     "waited for its %s flag to reach step %" PRIu64,
+                     n->coll, n->coll_seq, peer, (int)n->seg.pids[peer], n->local_rank,
+                     flag_name(kind), target);
+            pmc_node_abort(n);
+            return PMC_ERR_PEER_DEAD;
+        }
+    }
+    if (n->timeout > 0 && t >= start + n->timeout) {
+        char missing[256];
+        list_missing(flags, peers, npeers, first_missing, target, missing, sizeof(missing));
+        snprintf(n->errmsg, n->errlen,
+                 "%s #%" PRIu64 " timed out after %.3g s on local rank %d: local ranks "
+                 "[%s] did not arrive (their %s flag stayed below step %" PRIu64
+                 "); raise PYMCOLL_TIMEOUT or timeout= if the job is just slow",
+                 n->coll, n->coll_seq, n->timeout, n->local_rank, missing,
+                 flag_name(kind), target);
+        pmc_node_abort(n);
+        return PMC_ERR_TIMEOUT;
+    }
+    return PMC_OK;
+}
+
+int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target,
+                  double *since, uint32_t *polls)
+{
+    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    int i = 0;
+    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) ++i;
+    if (i == npeers) {
+        *since = 0.0;
+        *polls = 0;
+        return PMC_OK;
+    }
+    /* Oversubscribed, the peer we wait for needs this CPU more than a Test
+     * loop does. */
+    if (n->yield_now) sched_yield();
+    /* The clock and the peers' pids are looked at only every few polls:
+     * a Test loop must stay cheap. */
+    if ((++*polls & 15u) != 1u) return PMC_PENDING;
+    const double t = now_seconds();
+    if (*since == 0.0) *since = t;
+    int rc = wait_trouble(n, kind, peers, npeers, i, target, t, *since, (*polls & 1023u) == 1u);
+    return rc == PMC_OK ? PMC_PENDING : rc;
+}
+
 int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target)
 {
     const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
@@ -94,7 +160,6 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     if (i == npeers) return PMC_OK;
 
     const double start = now_seconds();
-    const double deadline = n->timeout > 0 ? start + n->timeout : 0.0;
     double next_liveness = start + LIVENESS_SECONDS;
     long polls = 0, sleep_ns = SLEEP_MIN_NS;
     const long spin_polls = n->yield_now ? 0 : SPIN_POLLS;
@@ -110,39 +175,10 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
             if ((polls & 63) != 0) continue;
         }
         double t = now_seconds();
-        int32_t aborter = atomic_load_explicit(&n->seg.hdr->abort_rank, memory_order_acquire);
-        if (aborter >= 0 && aborter != n->local_rank) {
-            snprintf(n->errmsg, n->errlen,
-                     "%s #%" PRIu64 " abandoned: local rank %d gave up on a collective "
-                     "(see its error), so local rank %d stopped waiting",
-                     n->coll, n->coll_seq, (int)aborter, n->local_rank);
-            return PMC_ERR_PEER_ABORTED;
-        }
-        if (t >= next_liveness) {
-            next_liveness = t + LIVENESS_SECONDS;
-            int peer = peers[i];
-            if (!pid_alive(n->seg.pids[peer])) {
-                snprintf(n->errmsg, n->errlen,
-                         "%s #%" PRIu64 ": local rank %d (pid %d) died while local rank %d "
-                         "waited for its %s flag to reach step %" PRIu64,
-                         n->coll, n->coll_seq, peer, (int)n->seg.pids[peer], n->local_rank,
-                         flag_name(kind), target);
-                pmc_node_abort(n);
-                return PMC_ERR_PEER_DEAD;
-            }
-        }
-        if (deadline > 0 && t >= deadline) {
-            char missing[256];
-            list_missing(flags, peers, npeers, i, target, missing, sizeof(missing));
-            snprintf(n->errmsg, n->errlen,
-                     "%s #%" PRIu64 " timed out after %.3g s on local rank %d: local ranks "
-                     "[%s] did not arrive (their %s flag stayed below step %" PRIu64
-                     "); raise PYMCOLL_TIMEOUT or timeout= if the job is just slow",
-                     n->coll, n->coll_seq, n->timeout, n->local_rank, missing,
-                     flag_name(kind), target);
-            pmc_node_abort(n);
-            return PMC_ERR_TIMEOUT;
-        }
+        const int live = t >= next_liveness;
+        if (live) next_liveness = t + LIVENESS_SECONDS;
+        int rc = wait_trouble(n, kind, peers, npeers, i, target, t, start, live);
+        if (rc != PMC_OK) return rc;
         if (polls < spin_polls) continue;
         if (t - start < YIELD_SECONDS || n->yield_now) {
             /* Oversubscribed ranks keep yielding: the peer we wait for

@@ -1,0 +1,78 @@
+/* Alltoall and Alltoallv: algorithm choice. In place, the input is copied
+ * aside first, since every block of it is read after others were written.
+ * Across nodes they run through MPI until the lane algorithms take over. */
+#include <string.h>
+
+#include "hier.h"
+#include "node_algos.h"
+
+/* Bytes of the receive buffer that the v-form's blocks span. */
+static uint64_t extent(const uint64_t *counts, const uint64_t *displs, int n)
+{
+    uint64_t end = 0;
+    for (int i = 0; i < n; ++i)
+        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
+    return end;
+}
+
+/* The send side: the user's buffer, or a copy of recvbuf when in place. */
+static int send_side(pmc_op *op, pmc_frame *f, uint64_t bytes)
+{
+    pmc_comm *c = op->c;
+    if (!op->a.in_place || !c->shm_active || c->nnodes != 1) {
+        f->p = (void *)op->a.sendbuf;
+        return PMC_OK;
+    }
+    f->p = pmc_scratch_outer(c, (size_t)(bytes ? bytes : 1));
+    if (f->p == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for %llu bytes", c->node_ctx.coll,
+                                      (unsigned long long)bytes);
+    memcpy(f->p, op->a.recvbuf, bytes);
+    return PMC_OK;
+}
+
+int pmc_alltoall_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    {
+        int rc = send_side(op, f, a->count * (uint64_t)c->size);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+    }
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, NULL, NULL, a->recvbuf, NULL, NULL, a->count, -1, 1));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}
+
+int pmc_alltoallv_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    PMC_CO_BEGIN(f);
+    {
+        int rc = send_side(op, f, extent(a->recvcounts, a->rdispls, c->size));
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+    }
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
+                                         a->rdispls, 0, -1, 0));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}

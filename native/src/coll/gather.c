@@ -1,0 +1,42 @@
+/* Gather and Gatherv: algorithm choice. Across nodes they run through MPI
+ * until the lane algorithms take them over. */
+#include "hier.h"
+#include "node_algos.h"
+
+int pmc_gather_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    unsigned char *recv = a->recvbuf;
+    const void *send = a->in_place ? recv + (uint64_t)a->root * a->count : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, a->root, 1));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}
+
+int pmc_gatherv_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    const int root = c->rank == a->root;
+    unsigned char *recv = a->recvbuf;
+    const void *send = a->in_place ? recv + a->rdispls[a->root] : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
+                                          root ? a->rdispls : NULL, a->root, 0));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}

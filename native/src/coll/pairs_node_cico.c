@@ -1,0 +1,105 @@
+/* Personalised exchange within a node (scatter, alltoall and their v
+ * forms): every sender's region is split into one sub-region per receiver,
+ * each a ring of cells. Round k moves the k-th chunk of every pair's data,
+ * so pairs of any sizes stream through a fixed data area. */
+#include <string.h>
+
+#include "../comm.h"
+#include "node_algos.h"
+
+#define MAX_CELL ((uint64_t)1 << 18)
+
+static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
+static inline uint64_t displ_of(const uint64_t *displs, uint64_t block, int i)
+{
+    return displs ? displs[i] : (uint64_t)i * block;
+}
+static inline uint64_t chunks_of(uint64_t bytes, uint64_t cell) { return (bytes + cell - 1) / cell; }
+/* Where data from `from` lands: scatter receivers have one block, at recv. */
+static inline uint64_t landing(const uint64_t *rdispls, uint64_t block, int from, int root)
+{
+    return root < 0 ? displ_of(rdispls, block, from) : 0;
+}
+
+int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                        const uint64_t *sdispls, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
+                        uint64_t block, int root, int known)
+{
+    pmc_node *n = &op->c->node_ctx;
+    const int me = n->local_rank, L = n->local_size;
+    const int i_write = root < 0 || me == root;
+    const int i_read = root < 0 || me != root;
+    const int nsources = root < 0 ? L - 1 : 1;
+    /* Sub-region of (sender, receiver): senders are numbered among the writers. */
+    const uint64_t region = (n->seg.data_bytes / (uint64_t)(root < 0 ? L : 1)) & ~(uint64_t)63;
+    const uint64_t sub = (region / (uint64_t)L) & ~(uint64_t)63;
+    uint64_t cell = (sub / 2) & ~(uint64_t)63;
+    if (cell > MAX_CELL) cell = MAX_CELL;
+    if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
+    const uint64_t ncells = sub / cell;
+    const unsigned char *in = send;
+    unsigned char *out = recv;
+#define SUB(sender, receiver) \
+    (n->seg.data + (uint64_t)(root < 0 ? (sender) : 0) * region + (uint64_t)(receiver) * sub)
+
+    PMC_CO_BEGIN(f);
+    if (i_write && i_read && out != NULL && count_of(scounts, block, me) > 0 &&
+        in + displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
+        memcpy(out + landing(rdispls, block, me, root), in + displ_of(sdispls, block, me), count_of(scounts, block, me));
+    if (L == 1) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    f->n = 0;
+    for (int i = 0; i < L; ++i) {
+        if (i == me) continue;
+        if (i_write && chunks_of(count_of(scounts, block, i), cell) > f->n) f->n = chunks_of(count_of(scounts, block, i), cell);
+        if (i_read && (root < 0 || i == root) && chunks_of(count_of(rcounts, block, i), cell) > f->n)
+            f->n = chunks_of(count_of(rcounts, block, i), cell);
+    }
+    f->base = n->step;
+    f->lstep = pmc_node_use_layout(n, root < 0 ? PMC_LAYOUT_PAIRS : PMC_LAYOUT_SCATTER, f->base);
+    for (f->k = 0; f->k < f->n; ++f->k) {
+        if (i_write) {
+            for (f->j = 0; f->j < L - 1; ++f->j) {
+                if (f->k >= chunks_of(count_of(scounts, block, n->others[f->j]), cell)) continue;
+                /* Only the receiver reads a sub-region within one collective;
+                 * a use in an earlier one may have had any reader. */
+                if (pmc_step_geq(f->base, pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep))) {
+                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
+                                             pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                } else {
+                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, &n->others[f->j], 1,
+                                             pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                }
+                {
+                    const int to = n->others[f->j];
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(scounts, block, to);
+                    const uint64_t len = total - off < cell ? total - off : cell;
+                    memcpy(SUB(me, to) + pmc_cell_of(s, ncells, f->lstep) * cell,
+                           in + displ_of(sdispls, block, to) + off, len);
+                }
+            }
+            pmc_node_post(n, PMC_FLAG_SEQ, f->base + f->k + 1);
+        }
+        if (i_read) {
+            for (f->j = 0; f->j < nsources; ++f->j) {
+                if (f->k >= chunks_of(count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell)) continue;
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, root < 0 ? &n->others[f->j] : &root, 1,
+                                         f->base + f->k + 1));
+                {
+                    const int from = root < 0 ? n->others[f->j] : root;
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(rcounts, block, from);
+                    const uint64_t len = total - off < cell ? total - off : cell;
+                    memcpy(out + landing(rdispls, block, from, root) + off,
+                           SUB(from, me) + pmc_cell_of(s, ncells, f->lstep) * cell, len);
+                }
+            }
+            pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
+        }
+    }
+#undef SUB
+    n->step = f->base + (known ? f->n : PMC_STEP_STRIDE);
+    pmc_node_post(n, PMC_FLAG_ACK, n->step);
+    PMC_CO_END(f);
+}

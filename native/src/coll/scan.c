@@ -1,0 +1,33 @@
+/* Scan and Exscan: algorithm choice. */
+#include <string.h>
+
+#include "hier.h"
+#include "node_algos.h"
+
+static int scan_run(pmc_op *op, int exclusive)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    const void *send = a->in_place ? a->recvbuf : a->sendbuf;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    if (c->size == 1) {
+        if (!exclusive && send != a->recvbuf)
+            memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
+    } else if (!c->shm_active || (c->nnodes > 1 && !c->consecutive)) {
+        /* Rank order is not node order: prefixes do not follow the nodes. */
+        PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_scan_node(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
+    } else {
+        PMC_AWAIT(f, pmc_scan_hier(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
+    }
+    PMC_CO_END(f);
+}
+
+int pmc_scan_run(pmc_op *op) { return scan_run(op, 0); }
+int pmc_exscan_run(pmc_op *op) { return scan_run(op, 1); }

@@ -1,0 +1,70 @@
+/* Prefix reductions within a node: every rank copies its input in chunk by
+ * chunk and combines the regions of the ranks before it (and its own, for
+ * Scan) in rank order into its receive buffer. */
+#include <string.h>
+
+#include "../comm.h"
+#include "../reduce/reduce_ops.h"
+#include "node_algos.h"
+
+#define MAX_CELL ((uint64_t)1 << 18)
+
+int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                  int exclusive)
+{
+    pmc_node *n = &op->c->node_ctx;
+    const int me = n->local_rank, L = n->local_size;
+    const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
+    const uint64_t region = (n->seg.data_bytes / (uint64_t)L) & ~(uint64_t)63;
+    uint64_t cell = region / 2;
+    if (cell > MAX_CELL) cell = MAX_CELL;
+    cell &= ~(uint64_t)63;
+    if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
+    const uint64_t ncells = region / cell;
+    const uint64_t per_chunk = cell / esize;
+    const int upto = exclusive ? me : me + 1; /* regions 0 .. upto-1 make my result */
+    const unsigned char *in = send;
+    unsigned char *out = recv;
+
+    PMC_CO_BEGIN(f);
+    if (count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    if (L == 1) {
+        if (!exclusive && send != recv) memmove(recv, send, count * esize);
+        f->pc = 0;
+        return PMC_OK;
+    }
+    f->n = (count + per_chunk - 1) / per_chunk;
+    f->base = n->step;
+    f->lstep = pmc_node_use_layout(n, PMC_LAYOUT_SLICES, f->base);
+    for (f->k = 0; f->k < f->n; ++f->k) {
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
+                                 pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+        {
+            const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
+            const uint64_t m = count - first < per_chunk ? count - first : per_chunk;
+            memcpy(n->seg.data + (uint64_t)me * region + pmc_cell_of(s, ncells, f->lstep) * cell, in + first * esize,
+                   m * esize);
+            pmc_node_post(n, PMC_FLAG_SEQ, s);
+        }
+        for (f->j = 0; f->j < upto; ++f->j) {
+            if (f->j == me) continue;
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, &f->j, 1, f->base + f->k + 1));
+        }
+        if (upto > 0) {
+            const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
+            const uint64_t m = count - first < per_chunk ? count - first : per_chunk;
+            const uint64_t cell_off = pmc_cell_of(s, ncells, f->lstep) * cell;
+            unsigned char *acc = out + first * esize;
+            memcpy(acc, n->seg.data + cell_off, m * esize);
+            for (int r = 1; r < upto; ++r)
+                pmc_reduce_into(acc, n->seg.data + (uint64_t)r * region + cell_off, m, dtype, rop);
+        }
+        pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
+    }
+    n->step = f->base + f->n;
+    pmc_node_post(n, PMC_FLAG_ACK, n->step);
+    PMC_CO_END(f);
+}

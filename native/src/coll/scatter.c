@@ -1,0 +1,40 @@
+/* Scatter and Scatterv: algorithm choice. Across nodes they run through
+ * MPI until the lane algorithms take them over. */
+#include "hier.h"
+#include "node_algos.h"
+
+int pmc_scatter_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    PMC_CO_BEGIN(f);
+    if (a->count == 0) {
+        f->pc = 0;
+        return PMC_OK;
+    }
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, NULL, NULL, a->in_place ? NULL : a->recvbuf, NULL,
+                                         NULL, a->count, a->root, 1));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}
+
+int pmc_scatterv_run(pmc_op *op)
+{
+    pmc_frame *f = &op->f[1];
+    pmc_comm *c = op->c;
+    const pmc_args *a = &op->a;
+    const int root = c->rank == a->root;
+    PMC_CO_BEGIN(f);
+    if (c->shm_active && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, root ? a->sendcounts : NULL,
+                                         root ? a->sdispls : NULL, a->in_place ? NULL : a->recvbuf, NULL, NULL,
+                                         a->count, a->root, 0));
+    } else {
+        PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    }
+    PMC_CO_END(f);
+}

@@ -1,0 +1,357 @@
+/* The single entry path of every collective: argument check, call number,
+ * optional agreement, algorithm, completion; and the request machinery on
+ * top of it (queue, Start/Test/Wait/Free, progress thread). */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+
+const char *pmc_coll_name(int coll)
+{
+    const pmc_coll_entry *e = pmc_coll_table(coll);
+    return e ? e->name : "?";
+}
+
+int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t target)
+{
+    pmc_node *n = &op->c->node_ctx;
+    if (op->blocking) return pmc_node_wait(n, kind, peers, npeers, target);
+    return pmc_node_poll(n, kind, peers, npeers, target, &op->wait_start, &op->polls);
+}
+
+int pmc_op_mpi(pmc_op *op, const char *call)
+{
+    if (op->mreq == MPI_REQUEST_NULL) return PMC_OK;
+    int mrc, flag = 1;
+    if (op->blocking) {
+        mrc = MPI_Wait(&op->mreq, MPI_STATUS_IGNORE);
+    } else {
+        mrc = MPI_Test(&op->mreq, &flag, MPI_STATUS_IGNORE);
+    }
+    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(op->c, mrc, call);
+    return flag ? PMC_OK : PMC_PENDING;
+}
+
+/* Frame 0: agreement (PYMCOLL_CHECK), then the collective's algorithm. */
+static int op_body(pmc_op *op)
+{
+    pmc_frame *f = &op->f[0];
+    pmc_comm *c = op->c;
+    PMC_CO_BEGIN(f);
+    if (c->check && c->size > 1) {
+        int rc = pmc_agree_start(op);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+        PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallreduce (PYMCOLL_CHECK)"));
+        rc = pmc_agree_judge(op);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+    }
+    PMC_AWAIT(f, pmc_coll_table(op->a.coll)->run(op));
+    PMC_CO_END(f);
+}
+
+static int op_step(pmc_op *op)
+{
+    pmc_comm *c = op->c;
+    c->node_ctx.coll = pmc_coll_name(op->a.coll);
+    c->node_ctx.coll_seq = op->seq;
+    return op_body(op);
+}
+
+static void op_reset(pmc_op *op)
+{
+    memset(op->f, 0, sizeof(op->f));
+    op->mreq = MPI_REQUEST_NULL;
+    op->wait_start = 0.0;
+    op->polls = 0;
+}
+
+static void request_release(pmc_op *op)
+{
+    free(op->arrays);
+    free(op->errmsg);
+    free(op);
+}
+
+/* Records the outcome of a finished run of a queued op and unlinks it. */
+static void op_complete(pmc_comm *c, pmc_op *op, int rc)
+{
+    c->queue_head = op->next;
+    if (c->queue_head == NULL) c->queue_tail = NULL;
+    op->next = NULL;
+    op->queued = 0;
+    op->active = 0;
+    op->status = pmc_coll_leave(c, rc);
+    if (rc != PMC_OK) {
+        free(op->errmsg);
+        op->errmsg = strdup(c->errmsg);
+    }
+    if (op->orphan) request_release(op);
+}
+
+/* Moves the queue. blocking: run until `until` completed (or the queue is
+ * empty when until is NULL); otherwise stop at the first op that waits. */
+static int progress_locked(pmc_comm *c, int blocking, const pmc_op *until)
+{
+    while (c->queue_head != NULL) {
+        pmc_op *op = c->queue_head;
+        op->blocking = blocking;
+        int rc = op_step(op);
+        if (rc == PMC_PENDING) return PMC_PENDING;
+        op_complete(c, op, rc);
+        if (op == until) break; /* (op may be freed now: only its address is compared) */
+    }
+    return PMC_OK;
+}
+
+int pmc_drain(pmc_comm *c) { return progress_locked(c, 1, NULL); }
+
+static int check_args(pmc_comm *c, pmc_args *a)
+{
+    const pmc_coll_entry *e = pmc_coll_table(a->coll);
+    if (e == NULL) return pmc_fail(c, PMC_ERR_ARG, "unknown collective code %d", a->coll);
+    return e->check(c, a);
+}
+
+int pmc_run(pmc_comm *c, const pmc_args *args)
+{
+    if (c == NULL || args == NULL) return PMC_ERR_ARG;
+    pmc_op op;
+    op.a = *args;
+    pthread_mutex_lock(&c->lock);
+    int rc = pmc_coll_enter(c, pmc_coll_name(op.a.coll), &op.seq);
+    if (rc == PMC_OK) rc = check_args(c, &op.a);
+    if (rc != PMC_OK) {
+        pthread_mutex_unlock(&c->lock);
+        return rc;
+    }
+    /* Earlier non-blocking calls come first, as on every other rank. */
+    if (c->queue_head != NULL) progress_locked(c, 1, NULL);
+    op.c = c;
+    op.blocking = 1;
+    op_reset(&op);
+    rc = pmc_coll_leave(c, op_step(&op));
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+static void *progress_main(void *arg);
+
+int pmc_request_create(pmc_comm *c, const pmc_args *args, int persistent, pmc_request **out)
+{
+    if (out == NULL) return PMC_ERR_ARG;
+    *out = NULL;
+    if (c == NULL || args == NULL) return PMC_ERR_ARG;
+    pmc_args a = *args;
+    pthread_mutex_lock(&c->lock);
+    int rc = check_args(c, &a);
+    pthread_mutex_unlock(&c->lock);
+    if (rc != PMC_OK) return rc;
+    pmc_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for a request");
+    /* The v arrays are copied: MPI lets the caller reuse them after the call. */
+    const uint64_t *src[4] = {a.sendcounts, a.sdispls, a.recvcounts, a.rdispls};
+    int narrays = 0;
+    for (int i = 0; i < 4; ++i) narrays += src[i] != NULL;
+    if (narrays > 0) {
+        op->arrays = malloc(sizeof(uint64_t) * (size_t)c->size * (size_t)narrays);
+        if (op->arrays == NULL) {
+            free(op);
+            return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for a request");
+        }
+        const uint64_t **dst[4] = {&a.sendcounts, &a.sdispls, &a.recvcounts, &a.rdispls};
+        uint64_t *next = op->arrays;
+        for (int i = 0; i < 4; ++i) {
+            if (src[i] == NULL) continue;
+            memcpy(next, src[i], sizeof(uint64_t) * (size_t)c->size);
+            *dst[i] = next;
+            next += c->size;
+        }
+    }
+    op->c = c;
+    op->a = a;
+    op->persistent = persistent != 0;
+    op->mreq = MPI_REQUEST_NULL;
+    *out = op;
+    return PMC_OK;
+}
+
+static int ensure_progress_thread(pmc_comm *c)
+{
+    if (!c->progress_wanted || c->progress_running) return PMC_OK;
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) {
+        c->progress_wanted = 0;
+        snprintf(c->note, sizeof(c->note),
+                 "PYMCOLL_PROGRESS_THREAD=1 ignored: MPI was not initialised with MPI_THREAD_MULTIPLE, "
+                 "so requests progress in Test and Wait only");
+        return PMC_OK;
+    }
+    if (pthread_create(&c->progress, NULL, progress_main, c) != 0)
+        return pmc_fail(c, PMC_ERR_SYS, "could not start the progress thread (PYMCOLL_PROGRESS_THREAD=1)");
+    c->progress_running = 1;
+    return PMC_OK;
+}
+
+int pmc_request_start(pmc_request *op)
+{
+    if (op == NULL || op->c == NULL) return PMC_ERR_ARG;
+    pmc_comm *c = op->c;
+    pthread_mutex_lock(&c->lock);
+    if (op->active) {
+        pthread_mutex_unlock(&c->lock);
+        return pmc_fail(c, PMC_ERR_ARG, "%s: Start() on a request that is still active; "
+                        "complete it with Wait() or Test() first", pmc_coll_name(op->a.coll));
+    }
+    if (!op->persistent && op->seq != 0) {
+        pthread_mutex_unlock(&c->lock);
+        return pmc_fail(c, PMC_ERR_ARG, "%s: a non-blocking request runs once; use the *_init "
+                        "form for a request that can be started again", pmc_coll_name(op->a.coll));
+    }
+    int rc = pmc_coll_enter(c, pmc_coll_name(op->a.coll), &op->seq);
+    if (rc == PMC_OK) rc = ensure_progress_thread(c);
+    if (rc != PMC_OK) {
+        pthread_mutex_unlock(&c->lock);
+        return rc;
+    }
+    op_reset(op);
+    op->active = 1;
+    op->queued = 1;
+    op->status = PMC_OK;
+    op->next = NULL;
+    if (c->queue_tail) c->queue_tail->next = op;
+    else c->queue_head = op;
+    c->queue_tail = op;
+    /* One look without waiting: tiny collectives often finish right here. */
+    progress_locked(c, 0, NULL);
+    if (c->progress_running) pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+    return PMC_OK;
+}
+
+int pmc_request_test(pmc_request *op, int *done)
+{
+    if (op == NULL || done == NULL) return PMC_ERR_ARG;
+    if (!op->active) {
+        *done = 1;
+        return op->status;
+    }
+    pmc_comm *c = op->c;
+    pthread_mutex_lock(&c->lock);
+    progress_locked(c, 0, NULL);
+    *done = !op->active;
+    int rc = *done ? op->status : PMC_OK;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int pmc_request_wait(pmc_request *op)
+{
+    if (op == NULL) return PMC_ERR_ARG;
+    if (!op->active) return op->status;
+    pmc_comm *c = op->c;
+    pthread_mutex_lock(&c->lock);
+    if (op->active) progress_locked(c, 1, op);
+    int rc = op->status;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int pmc_request_active(const pmc_request *op) { return op != NULL && op->active; }
+
+const char *pmc_request_errmsg(const pmc_request *op)
+{
+    return op != NULL && op->errmsg != NULL ? op->errmsg : "";
+}
+
+int pmc_request_free(pmc_request *op)
+{
+    if (op == NULL) return PMC_OK;
+    pmc_comm *c = op->c;
+    if (c == NULL) {
+        request_release(op);
+        return PMC_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    const int active = op->active;
+    if (active) op->orphan = 1;
+    pthread_mutex_unlock(&c->lock);
+    if (!active) request_release(op);
+    return PMC_OK;
+}
+
+int pmc_comm_progress(pmc_comm *c)
+{
+    if (c == NULL) return PMC_ERR_ARG;
+    pthread_mutex_lock(&c->lock);
+    progress_locked(c, 0, NULL);
+    pthread_mutex_unlock(&c->lock);
+    return PMC_OK;
+}
+
+/* The progress thread: moves the queue while it is not empty, backing off
+ * (yield, then short sleeps) so that oversubscribed ranks keep their CPU. */
+static void *progress_main(void *arg)
+{
+    pmc_comm *c = arg;
+    long idle = 0;
+    pthread_mutex_lock(&c->lock);
+    while (!c->progress_stop) {
+        if (c->queue_head == NULL) {
+            idle = 0;
+            pthread_cond_wait(&c->wake, &c->lock);
+            continue;
+        }
+        int rc = progress_locked(c, 0, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (rc == PMC_PENDING) {
+            ++idle;
+            if (idle < 64 && !c->node_ctx.yield_now) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, idle < 1024 ? 2000L : 50000L};
+                nanosleep(&ts, NULL);
+            }
+        } else {
+            idle = 0;
+        }
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+void pmc_ops_shutdown(pmc_comm *c)
+{
+    if (c->progress_running) {
+        pthread_mutex_lock(&c->lock);
+        c->progress_stop = 1;
+        pthread_cond_signal(&c->wake);
+        pthread_mutex_unlock(&c->lock);
+        pthread_join(c->progress, NULL);
+        c->progress_running = 0;
+    }
+    /* Requests still queued can never finish: they fail, and a later
+     * Wait/Test/Free on them no longer touches the communicator. */
+    for (pmc_op *op = c->queue_head; op != NULL;) {
+        pmc_op *next = op->next;
+        op->active = 0;
+        op->queued = 0;
+        op->next = NULL;
+        op->c = NULL;
+        op->status = PMC_ERR_BROKEN;
+        if (op->orphan) request_release(op);
+        op = next;
+    }
+    c->queue_head = c->queue_tail = NULL;
+}

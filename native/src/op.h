@@ -1,0 +1,105 @@
+/* Collective operations as resumable state machines.
+ *
+ * Every collective, blocking or not, runs as an op: a struct holding its
+ * arguments and the resume points of the algorithms it is running. An
+ * algorithm is a function written as a coroutine (protothread style): a
+ * switch on the frame's resume point, where each wait either blocks (a
+ * blocking call or Wait) or returns PMC_PENDING (Test, Start, the progress
+ * thread) and resumes at the same place on the next call. So one algorithm
+ * serves the blocking call, the I-call and the persistent start alike.
+ *
+ * Ops of one communicator run strictly in the order they were started
+ * (all ranks start them in the same order); the head of the queue is the
+ * only one that moves. Algorithm state that must survive a PENDING return
+ * lives in the frame, never in C locals.
+ */
+#ifndef PMC_OP_H
+#define PMC_OP_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "pymcoll.h"
+
+/* Returned by a step that must wait for peers (never seen by users). */
+#define PMC_PENDING (-1)
+
+/* Nesting depth of algorithms: entry, composition, node algorithm, helper. */
+#define PMC_FRAMES 4
+
+typedef struct pmc_frame {
+    int pc;          /* resume point (0: not started) */
+    int j;           /* peer / rank index */
+    uint64_t k;      /* chunk / round index */
+    uint64_t n;      /* chunks / rounds */
+    uint64_t base;   /* step before the algorithm began */
+    uint64_t lstep;  /* step where the data-area layout began */
+    uint64_t aux;    /* algorithm specific */
+    void *p;         /* algorithm specific buffer */
+} pmc_frame;
+
+struct pmc_comm;
+
+struct pmc_request {
+    struct pmc_comm *c;
+    pmc_args a;            /* arguments (v arrays point into `arrays` for requests) */
+    uint64_t *arrays;      /* owned copies of the v arrays */
+    int persistent;
+    int blocking;          /* waits block (1) or return PMC_PENDING (0) */
+    int active;            /* started and not yet completed */
+    int queued;
+    int orphan;            /* freed by the user while active: free on completion */
+    int status;            /* of the last completed run */
+    uint64_t seq;          /* collective number on its communicator */
+    pmc_frame f[PMC_FRAMES];
+    MPI_Request mreq;      /* MPI step in flight (MPI_REQUEST_NULL: none) */
+    double wait_start;     /* non-blocking waits: when this wait began (0: not yet) */
+    uint32_t polls;
+    int64_t agree[10];     /* PYMCOLL_CHECK exchange */
+    struct pmc_request *next;
+    char *errmsg;          /* message of a failed run (allocated on failure) */
+};
+typedef struct pmc_request pmc_op;
+
+/* Coroutine helpers. A function using them takes `pmc_frame *f` and returns
+ * PMC_OK when finished (its frame reset for the next use), PMC_PENDING to be
+ * called again later, or an error status. */
+#define PMC_CO_BEGIN(f) switch ((f)->pc) { case 0:
+#define PMC_CO_END(f) } (f)->pc = 0; return PMC_OK
+/* Evaluate `expr` (a wait or a nested coroutine) until it stops being PENDING. */
+#define PMC_AWAIT(f, expr)                                   \
+    do {                                                     \
+        (f)->pc = __LINE__;                                  \
+        __attribute__((fallthrough));                        \
+        case __LINE__: {                                     \
+            int co_rc_ = (expr);                             \
+            if (co_rc_ != PMC_OK) {                          \
+                if (co_rc_ != PMC_PENDING) (f)->pc = 0;      \
+                return co_rc_;                               \
+            }                                                \
+        }                                                    \
+    } while (0)
+
+/* Flag waits and MPI steps of an op: block or poll by op->blocking. */
+int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t target);
+/* Completes op->mreq (started by the caller). */
+int pmc_op_mpi(pmc_op *op, const char *call);
+
+/* The collective's top-level algorithm: picks the path and runs it. */
+typedef int (*pmc_coll_fn)(pmc_op *op);
+/* Argument check, before any data moves (may fill defaults into op->a). */
+typedef int (*pmc_check_fn)(struct pmc_comm *c, pmc_args *a);
+
+typedef struct pmc_coll_entry {
+    const char *name;
+    pmc_check_fn check;
+    pmc_coll_fn run;
+} pmc_coll_entry;
+
+/* The table, indexed by PMC_COLL_*. */
+const pmc_coll_entry *pmc_coll_table(int coll);
+
+/* Runs all queued ops of c to completion (blocking). */
+int pmc_drain(struct pmc_comm *c);
+
+#endif
