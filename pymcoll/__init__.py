@@ -13,10 +13,11 @@ from ._buildinfo import COMMIT
 from .comm import Comm
 from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
 from .layout import Layout
+from .requests import Prequest, Request
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Comm", "Layout", "Error", "TimeoutError", "PeerFailedError", "CommBrokenError",
+    "Comm", "Layout", "Request", "Prequest", "Error", "TimeoutError", "PeerFailedError", "CommBrokenError",
     "SegmentError", "COMMIT", "__version__",
 ]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import atexit
+import inspect
 import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from mpi4py import MPI
 
-from . import buffers, config, elements
+from . import buffers, calls, config, elements
 from ._native import ffi, lib
 from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
 from .layout import Layout
+from .requests import Prequest, Request
 
 _live: "weakref.WeakSet[Comm]" = weakref.WeakSet()
 
@@ -48,7 +50,10 @@ def _free_all() -> None:
 
 def _raise_status(rc: int, handle: Any, what: str) -> None:
     msg = ffi.string(lib.pmc_comm_errmsg(handle)).decode(errors="replace") if handle != ffi.NULL else ""
-    text = msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}"
+    _raise_text(rc, msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}")
+
+
+def _raise_text(rc: int, text: str) -> None:
     if rc == lib.PMC_ERR_TIMEOUT:
         raise TimeoutError(text)
     if rc in (lib.PMC_ERR_PEER_DEAD, lib.PMC_ERR_PEER_ABORTED):
@@ -114,6 +119,8 @@ class Comm:
         cfg.shm_bytes = config.value("PYMCOLL_SHM_SIZE")
         cfg.chunk_bytes = config.value("PYMCOLL_CHUNK_SIZE")
         cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
+        cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
+        self._orphans: list = []  # freed-while-active requests: (handle, call)
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
         out = ffi.new("pmc_comm **")
@@ -162,6 +169,75 @@ class Comm:
             _live.discard(self)
             lib.pmc_comm_free(self._handle)
             self._handle = ffi.NULL
+            for h, _ in self._orphans:
+                lib.pmc_request_free(h)
+            self._orphans = []
+
+    # -- running prepared calls ---------------------------------------------
+    def _run(self, call: calls.Call) -> None:
+        """Blocking run of a prepared call."""
+        if call.delegate is not None:
+            name, args = call.delegate
+            getattr(self._mpi, name)(*args)
+            return
+        h = self._live_handle(self._name_of(call))
+        for step in call.before:
+            step()
+        rc = lib.pmc_run(h, call.args)
+        if rc:
+            self._check(rc, self._name_of(call))
+        call.finish()
+
+    def _start(self, call: calls.Call) -> Request:
+        """Non-blocking start of a prepared call."""
+        if call.delegate is not None:
+            name, args = call.delegate
+            return Request(self, ffi.NULL, call, getattr(self._mpi, "I" + name[0].lower() + name[1:])(*args))
+        req = self._create(call, persistent=False)
+        rc = lib.pmc_request_start(req._handle)
+        if rc:
+            self._check(rc, self._name_of(call))
+        return req
+
+    def _persist(self, call: calls.Call) -> Prequest:
+        """A persistent request of a prepared call (not started)."""
+        if call.delegate is not None:
+            name, args = call.delegate
+            return Prequest(self, ffi.NULL, call, getattr(self._mpi, name + "_init")(*args))
+        return self._create(call, persistent=True)
+
+    def _create(self, call: calls.Call, persistent: bool) -> Any:
+        h = self._live_handle(self._name_of(call))
+        self._reap()
+        out = ffi.new("pmc_request **")
+        rc = lib.pmc_request_create(h, call.args, int(persistent), out)
+        if rc:
+            self._check(rc, self._name_of(call))
+        for step in call.before if not persistent else ():
+            step()
+        return (Prequest if persistent else Request)(self, out[0], call)
+
+    def _adopt(self, handle: Any, call: calls.Call) -> None:
+        """Keep a request freed while active (and its buffers) until it completes."""
+        self._orphans.append((handle, call))
+
+    def _reap(self) -> None:
+        if not self._orphans:
+            return
+        keep = []
+        for h, call in self._orphans:
+            if lib.pmc_request_active(h):
+                keep.append((h, call))
+            else:
+                lib.pmc_request_free(h)
+        self._orphans = keep
+
+    def _raise_request_error(self, rc: int, msg: str, what: str) -> None:
+        _raise_text(rc, msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}")
+
+    @staticmethod
+    def _name_of(call: calls.Call) -> str:
+        return ffi.string(lib.pmc_coll_name(call.args.coll)).decode()
 
     # -- properties -------------------------------------------------------
     @property
@@ -212,12 +288,7 @@ class Comm:
                 if rc:
                     self._check(rc, "Bcast")
                 return
-        h = self._live_handle("Bcast")
-        root = self._check_root(root, "Bcast")
-        rank = self._layout.rank
-        msg = buffers.message(buf, "buf", writable=rank != root, comm=self._mpi)
-        self._check(lib.pmc_bcast(h, msg.ptr, msg.nbytes, root), "Bcast")
-        msg.finish()
+        self._run(calls.prepare_bcast(self, buf, root))
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
@@ -240,24 +311,7 @@ class Comm:
                     if rc:
                         self._check(rc, "Allgather")
                     return
-        h = self._live_handle("Allgather")
-        size = self._layout.size
-        recv = buffers.message(recvbuf, "recvbuf", writable=True, comm=self._mpi, blocks=size)
-        if sendbuf is MPI.IN_PLACE:
-            send_ptr = ffi.NULL
-            if recv.unpack_to is not None:
-                raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
-        else:
-            send = buffers.message(sendbuf, "sendbuf", writable=False, comm=self._mpi)
-            if send.nbytes != recv.nbytes:
-                raise ValueError(
-                    f"recvbuf: holds {recv.nbytes} bytes per rank but sendbuf sends {send.nbytes}; "
-                    f"size recvbuf as {size} x the send message ({size * send.nbytes} bytes)")
-            send_ptr = send.ptr
-        if recv.capacity < recv.nbytes * size and recv.unpack_to is None:
-            raise ValueError(f"recvbuf: needs {recv.nbytes * size} bytes, holds {recv.capacity}")
-        self._check(lib.pmc_allgather(h, send_ptr, recv.ptr, recv.nbytes), "Allgather")
-        recv.finish()
+        self._run(calls.prepare_allgather(self, sendbuf, recvbuf))
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Combine every rank's `sendbuf` with `op`; every rank gets the result in `recvbuf`.
@@ -282,7 +336,7 @@ class Comm:
                     if rc:
                         self._reduction_error(rc, "Allreduce", code, opc)
                     return
-        self._reduction("Allreduce", sendbuf, recvbuf, op, None)
+        self._run(calls.prepare_allreduce(self, sendbuf, recvbuf, op))
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:  # noqa: N802
         """Combine every rank's `sendbuf` with `op` into `recvbuf` at `root` (mpi4py semantics).
@@ -290,69 +344,78 @@ class Comm:
         `recvbuf` matters only at the root (None elsewhere is fine); the root
         may pass ``sendbuf=MPI.IN_PLACE`` to take its input from `recvbuf`.
         """
-        root = self._check_root(root, "Reduce")
-        self._reduction("Reduce", sendbuf, recvbuf, op, root)
+        self._run(calls.prepare_reduce(self, sendbuf, recvbuf, op, root))
 
-    def _reduction(self, what: str, sendbuf: Any, recvbuf: Any, op: Any, root: Optional[int]) -> None:
-        h = self._live_handle(what)
-        opc = elements.code_of_op(op)
-        if opc is None:
-            # A user-defined op: every rank passes the same one (MPI requires
-            # it), so every rank takes this path together.
-            if root is None:
-                self._mpi.Allreduce(sendbuf, recvbuf, op)
-            else:
-                self._mpi.Reduce(sendbuf, recvbuf, op, root)
-            return
-        receives = root is None or root == self._rank
-        # recvbuf matters only where the result lands (MPI ignores it elsewhere).
-        recv = buffers.message(recvbuf, "recvbuf", writable=True, comm=self._mpi) if receives else None
-        if sendbuf is _IN_PLACE:
-            if not receives:
-                raise ValueError(f"sendbuf: only the root of {what} may pass MPI.IN_PLACE")
-            send = None
-        else:
-            send = buffers.message(sendbuf, "sendbuf", writable=False, comm=self._mpi)
-        ref = send if send is not None else recv
-        elem = (send.elem if send is not None and send.elem is not None else (recv.elem if recv else None))
-        if send is not None and recv is not None:
-            if send.nbytes != recv.nbytes:
-                raise ValueError(f"recvbuf: holds {recv.nbytes} bytes but sendbuf holds {send.nbytes}; "
-                                 f"both must hold the same number of elements of the same type")
-            if send.elem is not None and recv.elem is not None and send.elem != recv.elem:
-                raise ValueError("recvbuf: its element type differs from sendbuf's; "
-                                 "reductions need the same type on both sides")
-        if elem is None:
-            raise TypeError(f"{'sendbuf' if send is not None else 'recvbuf'}: cannot tell the element type; "
-                            f"pass a numpy array, a torch tensor or a spec such as [buf, MPI.DOUBLE]")
-        if not lib.pmc_op_valid(elem, opc):
-            raise MPI.Exception(MPI.ERR_OP)
-        esize = lib.pmc_dtype_size(elem)
-        if ref.nbytes % esize:
-            raise ValueError(f"sendbuf: {ref.nbytes} bytes are not a whole number of {esize}-byte elements")
-        count = ref.nbytes // esize
-        sp = _NULL if send is None else send.ptr
-        rp = _NULL if recv is None else recv.ptr
-        if root is None:
-            rc = lib.pmc_allreduce(h, sp, rp, count, elem, opc)
-        else:
-            rc = lib.pmc_reduce(h, sp, rp, count, elem, opc, root)
-        if rc:
-            self._reduction_error(rc, what, elem, opc)
-        if recv is not None:
-            recv.finish()
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
+        """Collect every rank's `sendbuf` into `recvbuf` at `root`, in rank order.
+
+        `recvbuf` matters only at the root; the root may pass
+        ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
+        """
+        self._run(calls.prepare_gather(self, sendbuf, recvbuf, root))
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
+        """Gather blocks of different sizes: at the root `recvbuf` is
+        ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
+        self._run(calls.prepare_gatherv(self, sendbuf, recvbuf, root))
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
+        """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
+
+        `sendbuf` matters only at the root, which may pass
+        ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
+        """
+        self._run(calls.prepare_scatter(self, sendbuf, recvbuf, root))
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
+        """Scatter blocks of different sizes: at the root `sendbuf` is
+        ``[buf, counts, displs, datatype]``."""
+        self._run(calls.prepare_scatterv(self, sendbuf, recvbuf, root))
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
+        """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
+        ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`."""
+        self._run(calls.prepare_allgatherv(self, sendbuf, recvbuf))
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
+        """Block j of every rank's `sendbuf` goes to rank j, landing in block i for sender i.
+
+        ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
+        """
+        self._run(calls.prepare_alltoall(self, sendbuf, recvbuf))
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
+        """Alltoall with per-rank counts and displacements on both sides:
+        ``[buf, counts, displs, datatype]`` for `sendbuf` and `recvbuf`."""
+        self._run(calls.prepare_alltoallv(self, sendbuf, recvbuf))
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802
+        """Reduce `sendbuf` (size x n elements) with `op`; rank i gets block i (n elements).
+
+        ``sendbuf=MPI.IN_PLACE`` takes the input from `recvbuf` and leaves the
+        result at its start.
+        """
+        self._run(calls.prepare_reduce_scatter_block(self, sendbuf, recvbuf, op))
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,  # noqa: N802
+                       op: Any = MPI.SUM) -> None:
+        """Reduce `sendbuf` with `op`; rank i gets recvcounts[i] elements of the result
+        (recvcounts None: equal blocks)."""
+        self._run(calls.prepare_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op))
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
+        """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""
+        self._run(calls.prepare_scan(self, sendbuf, recvbuf, op))
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
+        """Exclusive prefix reduction: rank i > 0 gets the combination of ranks 0..i-1;
+        rank 0's `recvbuf` is left as it was."""
+        self._run(calls.prepare_exscan(self, sendbuf, recvbuf, op))
 
     def _reduction_error(self, rc: int, what: str, elem: int, opc: int) -> None:
         if rc == lib.PMC_ERR_ARG and not lib.pmc_op_valid(elem, opc):
             raise MPI.Exception(MPI.ERR_OP)
         self._check(rc, what)
-
-    def _check_root(self, root: Any, what: str) -> int:
-        if not isinstance(root, int) or isinstance(root, bool):
-            raise TypeError(f"{what}: root must be an int, got {type(root).__name__}")
-        if not 0 <= root < self._layout.size:
-            raise MPI.Exception(MPI.ERR_ROOT)
-        return root
 
     # -- communicator management -----------------------------------------
     def _wrap(self, new: MPI.Comm) -> Any:
@@ -409,3 +472,47 @@ class Comm:
     def __repr__(self) -> str:
         state = "freed" if self._handle == ffi.NULL else self._layout.describe()
         return f"<pymcoll.Comm {state}>"
+
+
+# -- non-blocking and persistent forms, from the same prepared calls ---------
+_PREPARED: list[tuple[str, Callable[..., calls.Call]]] = [
+    ("Barrier", calls.prepare_barrier), ("Bcast", calls.prepare_bcast),
+    ("Gather", calls.prepare_gather), ("Gatherv", calls.prepare_gatherv),
+    ("Scatter", calls.prepare_scatter), ("Scatterv", calls.prepare_scatterv),
+    ("Allgather", calls.prepare_allgather), ("Allgatherv", calls.prepare_allgatherv),
+    ("Alltoall", calls.prepare_alltoall), ("Alltoallv", calls.prepare_alltoallv),
+    ("Reduce", calls.prepare_reduce), ("Allreduce", calls.prepare_allreduce),
+    ("Reduce_scatter_block", calls.prepare_reduce_scatter_block),
+    ("Reduce_scatter", calls.prepare_reduce_scatter),
+    ("Scan", calls.prepare_scan), ("Exscan", calls.prepare_exscan),
+]
+
+
+def _add_forms(name: str, prepare: Callable[..., calls.Call]) -> None:
+    params = list(inspect.signature(prepare).parameters.values())[1:]
+    iname = "I" + name[0].lower() + name[1:]
+
+    def nonblocking(self: Comm, *args: Any, **kwargs: Any) -> Request:
+        return self._start(prepare(self, *args, **kwargs))
+
+    def persistent(self: Comm, *args: Any, info: Any = MPI.INFO_NULL, **kwargs: Any) -> Prequest:
+        return self._persist(prepare(self, *args, **kwargs))
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    info_param = inspect.Parameter("info", inspect.Parameter.KEYWORD_ONLY, default=MPI.INFO_NULL)
+    nonblocking.__name__ = nonblocking.__qualname__ = iname
+    nonblocking.__signature__ = inspect.Signature([self_param] + params, return_annotation=Request)
+    nonblocking.__doc__ = (f"Non-blocking {name}: same arguments, returns a :class:`pymcoll.Request`. "
+                           f"Never waits for other ranks; the buffers belong to the collective until "
+                           f"Wait/Test completes it.")
+    persistent.__name__ = persistent.__qualname__ = f"{name}_init"
+    persistent.__signature__ = inspect.Signature([self_param] + params + [info_param],
+                                                 return_annotation=Prequest)
+    persistent.__doc__ = (f"Persistent {name}: same arguments, returns a :class:`pymcoll.Prequest` "
+                          f"to Start (one C call, no argument parsing) and complete as often as needed.")
+    setattr(Comm, iname, nonblocking)
+    setattr(Comm, f"{name}_init", persistent)
+
+
+for _name, _prepare in _PREPARED:
+    _add_forms(_name, _prepare)

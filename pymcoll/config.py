@@ -118,6 +118,9 @@ OPTIONS: dict[str, Option] = {
                "1: before each collective the ranks agree on collective, count, type, op and root, "
                "and a mismatch raises ValueError on every rank instead of hanging (one small "
                "MPI_Allreduce per call)"),
+        Option("PYMCOLL_PROGRESS_THREAD", False, parse_flag,
+               "1: a background thread per communicator moves started non-blocking and persistent "
+               "collectives, so they complete without Test/Wait calls (needs MPI_THREAD_MULTIPLE)"),
         Option("PYMCOLL_SHM", "auto", parse_shm_mode,
                "'off' runs every collective through the wrapped MPI communicator"),
         Option("PYMCOLL_SHM_SIZE", 4 << 20, parse_bytes,

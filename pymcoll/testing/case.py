@@ -32,15 +32,18 @@ SENTINEL = 0xA5
 
 
 def base_name(method: str) -> str:
-    """'Iallgather' -> 'Allgather'; blocking names are returned unchanged."""
+    """'Iallgather' and 'Allgather_init' -> 'Allgather'; blocking names are returned unchanged."""
     if method in COLLECTIVES:
         return method
+    if method.endswith("_init") and method[:-5] in COLLECTIVES:
+        return method[:-5]
     if method.startswith("I") and method[1:2].islower():
         candidate = method[1].upper() + method[2:]
         if candidate in COLLECTIVES:
             return candidate
     raise ValueError(f"collective: {method!r} is not an MPI collective of the buffer API; "
-                     f"expected one of {', '.join(COLLECTIVES)} or its I-prefixed form")
+                     f"expected one of {', '.join(COLLECTIVES)}, its I-prefixed (non-blocking) or its "
+                     f"_init (persistent) form")
 
 
 def ops_for(dtype: str) -> tuple[str, ...]:

@@ -131,7 +131,7 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
     impl: anything with mpi4py's buffer-API methods (a pymcoll.Comm, an
         mpi4py communicator, a user's object); comm: the mpi4py communicator
         over the same ranks, used only to agree on examples and verdicts.
-    collectives: method names ("Allgather", "Iallgather", ...); default every
+    collectives: method names ("Allgather", "Iallgather", "Allgather_init", ...); default every
         blocking collective `impl` has.
     dtypes, ops, max_bytes, thresholds, in_place: see
         :func:`pymcoll.testing.strategies.cases`.

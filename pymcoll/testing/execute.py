@@ -114,9 +114,16 @@ def build(case: Case, rank: int) -> Buffers:
 
 
 def call(impl: Any, case: Case, bufs: Buffers) -> None:
-    """Call the implementation; waits on the request of a non-blocking method."""
+    """Call the implementation; waits on the request of a non-blocking method,
+    and starts, waits for and frees a persistent one."""
     result = getattr(impl, case.method)(*bufs.args)
-    if case.method != case.collective:
+    if case.method.endswith("_init"):
+        if result is None or not hasattr(result, "Start"):
+            raise TypeError(f"{case.method} returned {type(result).__name__}, not a persistent request")
+        result.Start()
+        result.Wait()
+        result.Free()
+    elif case.method != case.collective:
         if result is None or not hasattr(result, "Wait"):
             raise TypeError(f"{case.method} returned {type(result).__name__}, not a request with Wait()")
         result.Wait()

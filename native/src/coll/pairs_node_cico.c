@@ -43,7 +43,7 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     (n->seg.data + (uint64_t)(root < 0 ? (sender) : 0) * region + (uint64_t)(receiver) * sub)
 
     PMC_CO_BEGIN(f);
-    if (i_write && i_read && out != NULL && count_of(scounts, block, me) > 0 &&
+    if (i_write && out != NULL && count_of(scounts, block, me) > 0 &&
         in + displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
         memcpy(out + landing(rdispls, block, me, root), in + displ_of(sdispls, block, me), count_of(scounts, block, me));
     if (L == 1) {

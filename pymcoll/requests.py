@@ -1,0 +1,161 @@
+"""Requests of non-blocking and persistent collectives, as mpi4py's.
+
+``comm.Iallgather(...)`` returns a :class:`Request`; ``comm.Allgather_init(...)``
+a :class:`Prequest` (persistent: ``Start`` runs it again, one C call). Neither
+the I-call nor ``Start`` waits for other ranks; the collective moves in
+``Test``/``Wait`` (and in a background thread with ``PYMCOLL_PROGRESS_THREAD=1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from ._native import ffi, lib
+
+_NULL = ffi.NULL
+
+
+class Request:
+    """A non-blocking collective in flight (``Test``, ``Wait``, ``Free``)."""
+
+    __slots__ = ("_comm", "_handle", "_call", "_done", "_mpi_request", "__weakref__")
+
+    def __init__(self, comm: Any, handle: Any, call: Any, mpi_request: Any = None) -> None:
+        self._comm = comm  # keeps the communicator alive while the request is
+        self._handle = handle
+        self._call = call  # keeps the buffers alive while the core uses them
+        self._done = ffi.new("int *")
+        self._mpi_request = mpi_request  # a delegated call's mpi4py request
+
+    # -- completion ----------------------------------------------------------
+    def _what(self) -> str:
+        return ffi.string(lib.pmc_coll_name(self._call.args.coll)).decode()
+
+    def _completed(self, rc: int) -> None:
+        if rc != lib.PMC_OK:
+            msg = ffi.string(lib.pmc_request_errmsg(self._handle)).decode(errors="replace")
+            self._after_run()
+            self._comm._raise_request_error(rc, msg, self._what())
+        self._after_run()
+        self._call.finish()
+
+    def _after_run(self) -> None:
+        """A non-blocking request is spent once complete (it becomes null)."""
+        lib.pmc_request_free(self._handle)
+        self._handle = _NULL
+
+    def Test(self, status: Any = None) -> bool:  # noqa: N802 - mpi4py name
+        """Progress the collective without waiting; True once it is complete."""
+        if self._mpi_request is not None:
+            return self._mpi_request.Test(status)
+        if self._handle == _NULL:
+            return True
+        rc = lib.pmc_request_test(self._handle, self._done)
+        if not self._done[0]:
+            return False
+        self._completed(rc)
+        return True
+
+    def Wait(self, status: Any = None) -> bool:  # noqa: N802 - mpi4py name
+        """Complete the collective (raises the collective's error, if any)."""
+        if self._mpi_request is not None:
+            return self._mpi_request.Wait(status)
+        if self._handle == _NULL:
+            return True
+        self._completed(lib.pmc_request_wait(self._handle))
+        return True
+
+    def Free(self) -> None:  # noqa: N802 - mpi4py name
+        """Release the request. An active one completes in the background
+        (its buffers stay in use until then, as in MPI)."""
+        if self._mpi_request is not None:
+            self._mpi_request.Free()
+            return
+        if self._handle == _NULL:
+            return
+        if lib.pmc_request_active(self._handle):
+            self._comm._adopt(self._handle, self._call)
+        else:
+            lib.pmc_request_free(self._handle)
+        self._handle = _NULL
+
+    def __bool__(self) -> bool:
+        """False once the request is null (completed or freed), like mpi4py's."""
+        if self._mpi_request is not None:
+            return bool(self._mpi_request)
+        return self._handle != _NULL
+
+    def __del__(self) -> None:
+        try:
+            self.Free()
+        except Exception:  # noqa: BLE001 - interpreter teardown
+            pass
+
+    # -- helpers over lists, as mpi4py's class methods -----------------------
+    @classmethod
+    def Waitall(cls, requests: Sequence["Request"], statuses: Any = None) -> bool:  # noqa: N802
+        """Wait for every request in order."""
+        for r in requests:
+            r.Wait()
+        return True
+
+    @classmethod
+    def Testall(cls, requests: Sequence["Request"], statuses: Any = None) -> bool:  # noqa: N802
+        """Progress every request; True when all are complete."""
+        done = True
+        for r in requests:
+            done = r.Test() and done
+        return done
+
+    @classmethod
+    def Waitany(cls, requests: Sequence["Request"], status: Any = None) -> int:  # noqa: N802
+        """Index of a request that completed (MPI.UNDEFINED if none is active)."""
+        from mpi4py import MPI
+
+        live = [i for i, r in enumerate(requests) if r]
+        if not live:
+            return MPI.UNDEFINED
+        while True:
+            for i in live:
+                if requests[i].Test():
+                    return i
+
+
+class Prequest(Request):
+    """A persistent collective: ``Start`` it, complete it, start it again."""
+
+    __slots__ = ()
+
+    def _after_run(self) -> None:
+        pass  # stays valid for the next Start
+
+    def Start(self) -> None:  # noqa: N802 - mpi4py name
+        """Start the collective again; never waits for other ranks."""
+        if self._mpi_request is not None:
+            self._mpi_request.Start()
+            return
+        if self._handle == _NULL:
+            raise ValueError("Start: this persistent request was freed; create a new one")
+        self._comm._live_handle("Start")
+        for step in self._call.before:
+            step()
+        rc = lib.pmc_request_start(self._handle)
+        if rc:
+            self._comm._check(rc, f"{self._what()} Start")
+
+    @classmethod
+    def Startall(cls, requests: Sequence["Prequest"]) -> None:  # noqa: N802
+        """Start every request, in order (the order every rank must use)."""
+        for r in requests:
+            r.Start()
+
+    def __bool__(self) -> bool:
+        if self._mpi_request is not None:
+            return bool(self._mpi_request)
+        return self._handle != _NULL
+
+
+def wrap_mpi(comm: Any, mpi_request: Any, call: Any, persistent: bool) -> Optional[Request]:
+    """A request of a call delegated to the wrapped communicator."""
+    cls = Prequest if persistent else Request
+    return cls(comm, _NULL, call, mpi_request)

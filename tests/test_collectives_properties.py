@@ -1,0 +1,46 @@
+"""Property tests of every collective (blocking, non-blocking, persistent)
+against the pymcoll.testing oracle at 1-5 ranks: one node, virtual nodes
+(block and cyclic), a small segment that makes messages wrap the cells,
+no segment at all, and PYMCOLL_CHECK on."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CI, run_mpi
+
+EXAMPLES = "6" if CI else "25"
+
+CONFIGS = [
+    (1, {}),
+    (2, {}),
+    (3, {}),
+    (4, {}),
+    (5, {}),
+    (4, {"PYMCOLL_NODE_SIZE": "2"}),
+    (5, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_NODE_LAYOUT": "cyclic"}),
+    (5, {"PYMCOLL_NODE_SIZE": "3"}),
+    (3, {"PYMCOLL_SHM_SIZE": "8K", "PYMCOLL_CHUNK_SIZE": "1K"}),
+    (5, {"PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "2K"}),
+    (3, {"PYMCOLL_SHM": "off"}),
+    (3, {"PYMCOLL_CHECK": "1", "PYMCOLL_NODE_SIZE": "2"}),
+]
+
+
+def _id(cfg: tuple) -> str:
+    n, env = cfg
+    return f"np{n}-" + ("-".join(f"{k[8:].lower()}={v}" for k, v in env.items()) or "default")
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
+def test_every_collective_every_form(cfg: tuple) -> None:
+    n, env = cfg
+    proc = run_mpi(n, "prop_collectives", "--examples", EXAMPLES,
+                   env={"PYMCOLL_TIMEOUT": "60", **env}, timeout=600)
+    assert "OK" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_progress_thread_runs_requests() -> None:
+    proc = run_mpi(3, "prop_collectives", "--examples", "4", "--forms", "nonblocking,persistent",
+                   env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_PROGRESS_THREAD": "1"}, timeout=600)
+    assert "OK" in proc.stdout, proc.stdout[-2000:]
