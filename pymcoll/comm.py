@@ -120,6 +120,11 @@ class Comm:
         cfg.chunk_bytes = config.value("PYMCOLL_CHUNK_SIZE")
         cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
+        cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
+        cfg.cma_min = config.value("PYMCOLL_CMA_MIN")
+        cfg.copy = config.COPY_MODES.index(config.value("PYMCOLL_COPY"))
+        for i, coll in enumerate(config.COLLECTIVES):
+            cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
         self._orphans: list = []  # freed-while-active requests: (handle, call)
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
@@ -150,6 +155,7 @@ class Comm:
             node_of=tuple(node_of), local_of=tuple(local_of),
             shm_active=bool(lay.shm_active), consecutive=bool(lay.consecutive),
             segment_bytes=lay.segment_bytes, data_bytes=lay.data_bytes, chunk_bytes=lay.chunk_bytes,
+            cma_ok=bool(lay.cma_ok),
             virtual_node_size=self._virtual_node_size,
             virtual_node_layout=self._virtual_node_layout,
         )

@@ -77,6 +77,78 @@ def parse_shm_mode(text: str, name: str) -> str:
     raise ValueError(f"{name}={text!r}: expected 'auto' or 'off'")
 
 
+def parse_copy(text: str, name: str) -> str:
+    """Parse a data path: auto, inline, cico, cma or direct."""
+    value = text.strip().lower()
+    if value not in COPY_MODES:
+        raise ValueError(f"{name}={text!r}: expected one of {', '.join(COPY_MODES)}")
+    return value
+
+
+def parse_algorithm(text: str, name: str) -> str:
+    """Parse an algorithm choice: auto, shm or mpi."""
+    value = text.strip().lower()
+    if value not in ALGORITHMS:
+        raise ValueError(f"{name}={text!r}: expected one of {', '.join(ALGORITHMS)}")
+    return value
+
+
+def parse_inline_max(text: str, name: str) -> int:
+    """Parse the largest inline payload: 1 to 56 bytes."""
+    value = parse_bytes(text, name)
+    if value > 56:
+        raise ValueError(f"{name}={text!r}: an inline line carries at most 56 bytes")
+    return value
+
+
+# Data paths within a node and algorithm choices, in the core's numbering.
+COPY_MODES = ("auto", "inline", "cico", "cma", "direct")
+ALGORITHMS = ("auto", "shm", "mpi")
+# Collectives in the core's numbering (PMC_COLL_* - 1), for PYMCOLL_<NAME>_ALGORITHM.
+COLLECTIVES = ("Barrier", "Bcast", "Allgather", "Allreduce", "Reduce", "Gather", "Gatherv", "Scatter",
+               "Scatterv", "Allgatherv", "Alltoall", "Alltoallv", "Reduce_scatter_block", "Reduce_scatter",
+               "Scan", "Exscan")
+
+
+def algorithm_option(collective: str) -> str:
+    """Environment name that forces `collective`'s algorithm."""
+    return f"PYMCOLL_{collective.upper()}_ALGORITHM"
+
+
+_tuning_cache: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def tuning_file() -> dict[str, str]:
+    """Settings from the file named by PYMCOLL_TUNING: lines NAME=VALUE, '#' comments.
+
+    The environment wins over the file, the file over the defaults.
+    """
+    path = os.environ.get("PYMCOLL_TUNING", "").strip()
+    if not path:
+        return {}
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError as exc:
+        raise ValueError(f"PYMCOLL_TUNING={path!r}: cannot read the tuning file ({exc.strerror})") from None
+    cached = _tuning_cache.get(path)
+    if cached and cached[0] == mtime:
+        return cached[1]
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            key, sep, val = text.partition("=")
+            key = key.strip()
+            if not sep or key not in OPTIONS or key == "PYMCOLL_TUNING":
+                raise ValueError(f"PYMCOLL_TUNING={path!r} line {lineno}: expected NAME=VALUE with a "
+                                 f"PYMCOLL_* setting (see `python -m pymcoll info`), got {line.strip()!r}")
+            out[key] = val.strip()
+    _tuning_cache[path] = (mtime, out)
+    return out
+
+
 @dataclass(frozen=True)
 class Option:
     """One tunable: environment name, default (None = unset), parser and meaning."""
@@ -87,15 +159,20 @@ class Option:
     meaning: str
 
     def current(self) -> object:
-        """The value from the environment, or the default."""
-        raw = os.environ.get(self.name, "")
-        if raw.strip() == "":
+        """The value from the environment, else the tuning file, else the default."""
+        raw = self.raw()
+        if raw is None:
             return self.default
         return self.parse(raw, self.name)
 
     def raw(self) -> Optional[str]:
-        """The environment text, or None when unset (empty counts as unset)."""
+        """The text that sets this option (environment first, then the
+        PYMCOLL_TUNING file), or None when unset (empty counts as unset)."""
         raw = os.environ.get(self.name, "")
+        if raw.strip():
+            return raw
+        if self.name != "PYMCOLL_TUNING":
+            raw = tuning_file().get(self.name, "")
         return raw if raw.strip() else None
 
 
@@ -129,8 +206,25 @@ OPTIONS: dict[str, Option] = {
                "directory (a tmpfs) where the node segment is created; unlinked once mapped"),
         Option("PYMCOLL_CHUNK_SIZE", 64 << 10, parse_bytes,
                "pipeline chunk of the copy-in/copy-out broadcast, in bytes"),
+        Option("PYMCOLL_TUNING", None, lambda t, n: t,
+               "file of NAME=VALUE lines setting any of these options (the environment wins)"),
+        Option("PYMCOLL_COPY", "auto", parse_copy,
+               "force a data path within a node where it can carry the call: inline (payload in the "
+               "flag's cache line, up to 56 bytes per rank), cico (copy in/copy out through the "
+               "segment), cma (single copy with process_vm_readv), direct (single copy from the "
+               "shared heap, CMA for other buffers); auto chooses by size"),
+        Option("PYMCOLL_INLINE_MAX", 56, parse_inline_max,
+               "largest payload per rank (bytes) sent inline in the flag's cache line"),
+        Option("PYMCOLL_CMA_MIN", 64 << 10, parse_bytes,
+               "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
+               "copy in/copy out"),
     )
 }
+for _coll in COLLECTIVES:
+    OPTIONS[algorithm_option(_coll)] = Option(
+        algorithm_option(_coll), "auto", parse_algorithm,
+        f"force {_coll}'s algorithm: shm (the node segment, MPI between nodes' leaders) or mpi "
+        f"(the wrapped MPI communicator's own collective); auto = shm when the segment is active")
 
 
 def value(name: str, override: object = None) -> object:

@@ -33,6 +33,7 @@ class Layout:
     data_bytes: int
     chunk_bytes: int
     virtual_node_size: int | None
+    cma_ok: bool = False
     virtual_node_layout: str = "block"
 
     def node_ranks(self, node: int | None = None) -> tuple[int, ...]:

@@ -62,7 +62,18 @@ typedef struct pmc_config {
     const char *shm_dir;     /* directory for the segment file; NULL = /dev/shm */
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
+    /* Algorithm selection (the tuning table; every rank must pass the same). */
+    uint64_t inline_max;     /* largest payload per rank sent inline (capped at 56 bytes) */
+    uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
+    int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
+    int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
 } pmc_config;
+
+/* Data paths within a node (PYMCOLL_COPY). */
+enum { PMC_COPY_AUTO = 0, PMC_COPY_INLINE, PMC_COPY_CICO, PMC_COPY_CMA, PMC_COPY_DIRECT };
+/* Algorithm choice per collective (PYMCOLL_<COLL>_ALGORITHM): the node
+ * segment (with MPI between nodes) or the wrapped MPI communicator. */
+enum { PMC_ALGO_AUTO = 0, PMC_ALGO_SHM, PMC_ALGO_MPI };
 
 /* What a communicator looks like from one rank. */
 typedef struct pmc_layout {
@@ -77,12 +88,15 @@ typedef struct pmc_layout {
     uint64_t segment_bytes;   /* this node's mapping, control area included (0: none) */
     uint64_t data_bytes;      /* data area of every node's segment (0: no segments) */
     uint64_t chunk_bytes;     /* pipeline chunk */
+    int cma_ok;               /* single copy with process_vm_readv works on every node */
 } pmc_layout;
 
 /* Default values, also reported by `python -m pymcoll info`. */
 #define PMC_DEFAULT_TIMEOUT 300.0
 #define PMC_DEFAULT_SHM_BYTES (4u << 20)
 #define PMC_DEFAULT_CHUNK_BYTES (64u << 10)
+#define PMC_DEFAULT_INLINE_MAX 56u
+#define PMC_DEFAULT_CMA_MIN (64u << 10)
 
 /* Fills cfg with the defaults (what zero fields mean). */
 void pmc_config_defaults(pmc_config *cfg);

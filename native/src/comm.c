@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define CHECK_MPI(c, call)                                   \
@@ -166,6 +167,54 @@ static int node_cpu_count(pmc_comm *c, int *out)
     return PMC_OK;
 }
 
+/* The tuning table decides every rank's path: ranks that disagree would
+ * hang, so creation fails instead, naming the setting. */
+static int agree_tuning(pmc_comm *c)
+{
+    enum { N = 3 + PMC_COLL_COUNT };
+    int64_t v[2 * N];
+    v[0] = (int64_t)c->inline_max;
+    v[1] = (int64_t)c->cma_min;
+    v[2] = c->copy;
+    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[3 + i] = c->algorithm[i];
+    for (int i = 0; i < N; ++i) v[N + i] = -v[i];
+    CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, v, 2 * N, MPI_INT64_T, MPI_MAX, c->comm));
+    for (int i = 0; i < N; ++i) {
+        if (v[i] == -v[N + i]) continue;
+        const char *what = i == 0 ? "PYMCOLL_INLINE_MAX" : i == 1 ? "PYMCOLL_CMA_MIN" : i == 2 ? "PYMCOLL_COPY"
+                                                                                         : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
+        return pmc_fail(c, PMC_ERR_ARG, "%s differs across ranks (from %lld to %lld); every rank must use the "
+                        "same tuning, or ranks would take different paths and hang", what,
+                        (long long)-v[N + i], (long long)v[i]);
+    }
+    return PMC_OK;
+}
+
+/* Whether process_vm_readv works between the ranks of every node: each
+ * rank reads a pattern from its node's local rank 0 (ptrace policy or
+ * seccomp may refuse it); the verdict is agreed by all ranks. */
+static int probe_cma(pmc_comm *c)
+{
+    static const char pattern[16] = "pymcoll-cma-ok!";
+    char mine[16];
+    memcpy(mine, pattern, sizeof(mine));
+    uint64_t where = (uint64_t)(uintptr_t)mine;
+    int ok = 1;
+    if (c->shm_active && c->node_ctx.local_size > 1) {
+        CHECK_MPI(c, MPI_Bcast(&where, 1, MPI_UINT64_T, 0, c->nodecomm));
+        if (c->node_ctx.local_rank != 0) {
+            char got[16] = {0};
+            struct iovec local = {got, sizeof(got)};
+            struct iovec remote = {(void *)(uintptr_t)where, sizeof(got)};
+            ssize_t n = process_vm_readv((pid_t)c->node_ctx.seg.pids[0], &local, 1, &remote, 1, 0);
+            ok = n == (ssize_t)sizeof(got) && memcmp(got, pattern, sizeof(got)) == 0;
+        }
+    }
+    /* Also the point after which local rank 0 may let `mine` go. */
+    CHECK_MPI(c, MPI_Allreduce(&ok, &c->cma_ok, 1, MPI_INT, MPI_MIN, c->comm));
+    return PMC_OK;
+}
+
 static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
 {
     CHECK_MPI(c, MPI_Comm_dup(user, &c->comm));
@@ -229,7 +278,10 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     if (n->others == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory");
     /* Start each rank's scan at its right neighbour to spread the reads. */
     for (int j = 1; j < local_size; ++j) n->others[j - 1] = (local_rank + j) % local_size;
-    return setup_segment(c, cfg, local_rank, local_size);
+    int rc3 = setup_segment(c, cfg, local_rank, local_size);
+    if (rc3 == PMC_OK) rc3 = agree_tuning(c);
+    if (rc3 == PMC_OK) rc3 = probe_cma(c);
+    return rc3;
 }
 
 void pmc_config_defaults(pmc_config *cfg)
@@ -238,6 +290,8 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->timeout = PMC_DEFAULT_TIMEOUT;
     cfg->shm_bytes = PMC_DEFAULT_SHM_BYTES;
     cfg->chunk_bytes = PMC_DEFAULT_CHUNK_BYTES;
+    cfg->inline_max = PMC_DEFAULT_INLINE_MAX;
+    cfg->cma_min = PMC_DEFAULT_CMA_MIN;
     cfg->shm_dir = "/dev/shm";
 }
 
@@ -253,6 +307,11 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.shm_bytes == 0) cfg.shm_bytes = dflt.shm_bytes;
     if (cfg.chunk_bytes == 0) cfg.chunk_bytes = dflt.chunk_bytes;
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
+    if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
+    if (cfg.cma_min == 0) cfg.cma_min = dflt.cma_min;
+    if (cfg.copy < PMC_COPY_AUTO || cfg.copy > PMC_COPY_DIRECT) return PMC_ERR_ARG;
+    for (int i = 0; i < 16; ++i)
+        if (cfg.algorithm[i] < PMC_ALGO_AUTO || cfg.algorithm[i] > PMC_ALGO_MPI) return PMC_ERR_ARG;
     if (cfg.node_size < 0 || cfg.lanes < 0 || cfg.chunk_bytes < 64) return PMC_ERR_ARG;
     cfg.chunk_bytes &= ~(uint64_t)63;
 
@@ -265,6 +324,10 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     c->progress_wanted = cfg.progress_thread != 0;
     c->comm = c->nodecomm = c->lanecomm = MPI_COMM_NULL;
     c->check = cfg.check != 0;
+    c->inline_max = cfg.inline_max;
+    c->cma_min = cfg.cma_min;
+    c->copy = cfg.copy;
+    for (int i = 1; i < PMC_COLL_COUNT; ++i) c->algorithm[i] = cfg.algorithm[i - 1];
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
     if (rc != PMC_OK) {
         /* Keep the message for the caller: it is all they get. */
@@ -325,6 +388,7 @@ int pmc_comm_layout(const pmc_comm *c, pmc_layout *o)
     o->segment_bytes = c->node_ctx.seg.bytes;
     o->data_bytes = c->data_bytes;
     o->chunk_bytes = c->node_ctx.chunk;
+    o->cma_ok = c->cma_ok;
     return PMC_OK;
 }
 

@@ -33,6 +33,11 @@ struct pmc_comm {
     uint64_t coll_seq;
     int broken;
     int check;          /* PYMCOLL_CHECK: agree on arguments before each collective */
+    uint64_t inline_max; /* tuning table (agreed at creation) */
+    uint64_t cma_min;
+    int copy;
+    int algorithm[PMC_COLL_COUNT];
+    int cma_ok;         /* process_vm_readv works between the ranks of every node */
     void *scratch;      /* grown on demand for hierarchical steps */
     void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */
     void *node_displs;  /* [nnodes] MPI displacements for the same */
@@ -72,6 +77,14 @@ int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq);
  * they disagree, before any data moves; the communicator stays usable. */
 int pmc_agree_start(pmc_op *op);
 int pmc_agree_judge(pmc_op *op);
+
+/* Which way a collective runs (coll/choose.c). */
+enum { PMC_PATH_CICO = 0, PMC_PATH_INLINE, PMC_PATH_CMA };
+/* 1 when the collective runs through the wrapped MPI communicator. */
+int pmc_use_mpi(const pmc_comm *c, int coll);
+/* Data path within a node for `payload` bytes per rank; can_inline /
+ * can_cma say whether the collective has such a variant for this call. */
+int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma);
 
 /* Stops the progress thread and fails requests still queued (at Free). */
 void pmc_ops_shutdown(pmc_comm *c);

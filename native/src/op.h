@@ -25,7 +25,7 @@
 #define PMC_PENDING (-1)
 
 /* Nesting depth of algorithms: entry, composition, node algorithm, helper. */
-#define PMC_FRAMES 4
+#define PMC_FRAMES 6
 
 typedef struct pmc_frame {
     int pc;          /* resume point (0: not started) */

@@ -199,6 +199,7 @@ def collect(world: Any = None) -> Optional[dict[str, Any]]:
             "segment_bytes": layout.segment_bytes,
             "data_bytes": layout.data_bytes,
             "chunk_bytes": layout.chunk_bytes,
+            "cma_ok": layout.cma_ok,
             "shm_dir": shm_dir,
             "note": comm.note if comm is not None else "",
         },
@@ -261,6 +262,8 @@ def format_text(info: dict[str, Any], width: Optional[int] = None) -> str:
             f"{s['segment_bytes']} bytes mapped ({_human_bytes(s['segment_bytes'])}), "
             f"data area {s['data_bytes']} bytes ({_human_bytes(s['data_bytes'])}), "
             f"chunk {_human_bytes(s['chunk_bytes'])}")
+        add(f"               single copy (process_vm_readv) between local ranks: "
+            f"{'works' if s['cma_ok'] else 'refused or not needed'}")
         add(f"               PYMCOLL_SHM_DIR={s['shm_dir']}")
         if s["note"]:
             add(f"               note: {s['note']}")

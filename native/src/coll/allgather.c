@@ -18,8 +18,10 @@ int pmc_allgather_run(pmc_op *op)
     }
     if (c->size == 1) {
         if (send != recv) memmove(recv, send, a->count);
-    } else if (!c->shm_active) {
+    } else if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
+        PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, -1));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, -1, 1));
     } else {
@@ -36,7 +38,7 @@ int pmc_allgatherv_run(pmc_op *op)
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[c->rank] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, -1, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));

@@ -17,8 +17,10 @@ int pmc_allreduce_run(pmc_op *op)
     }
     if (c->size == 1) {
         if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
-    } else if (!c->shm_active) {
+    } else if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+        PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1, PMC_INLINE_ALL));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
     } else {
@@ -40,8 +42,11 @@ int pmc_reduce_run(pmc_op *op)
     }
     if (c->size == 1) {
         if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
-    } else if (!c->shm_active) {
+    } else if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+        PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root,
+                                            PMC_INLINE_ALL));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else {

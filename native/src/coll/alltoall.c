@@ -19,7 +19,7 @@ static uint64_t extent(const uint64_t *counts, const uint64_t *displs, int n)
 static int send_side(pmc_op *op, pmc_frame *f, uint64_t bytes)
 {
     pmc_comm *c = op->c;
-    if (!op->a.in_place || !c->shm_active || c->nnodes != 1) {
+    if (!op->a.in_place || pmc_use_mpi(c, op->a.coll) || c->nnodes != 1) {
         f->p = (void *)op->a.sendbuf;
         return PMC_OK;
     }
@@ -47,7 +47,7 @@ int pmc_alltoall_run(pmc_op *op)
             return rc;
         }
     }
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, NULL, NULL, a->recvbuf, NULL, NULL, a->count, -1, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
@@ -68,7 +68,7 @@ int pmc_alltoallv_run(pmc_op *op)
             return rc;
         }
     }
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
                                          a->rdispls, 0, -1, 0));
     } else {

@@ -7,7 +7,7 @@ int pmc_barrier_run(pmc_op *op)
     pmc_frame *f = &op->f[1];
     pmc_comm *c = op->c;
     PMC_CO_BEGIN(f);
-    if (!c->shm_active) {
+    if (pmc_use_mpi(c, PMC_COLL_BARRIER)) {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_barrier_node_flags(op, f + 1));

@@ -15,7 +15,9 @@ int pmc_gather_run(pmc_op *op)
         f->pc = 0;
         return PMC_OK;
     }
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
+        PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, a->root, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
@@ -32,7 +34,7 @@ int pmc_gatherv_run(pmc_op *op)
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[a->root] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
                                           root ? a->rdispls : NULL, a->root, 0));
     } else {

@@ -66,4 +66,13 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
 int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                   int exclusive);
 
+/* Tiny messages (payload per rank <= PMC_INLINE_BYTES) through the inline
+ * lines, one step. gather: root < 0 gathers to all. reduce: kind says which
+ * reduction (ALL: allreduce with root < 0, reduce otherwise). */
+enum { PMC_INLINE_ALL = 0, PMC_INLINE_SCAN, PMC_INLINE_EXSCAN, PMC_INLINE_RSCATTER };
+int pmc_bcast_node_inline(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
+int pmc_gather_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
+int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
+                           int rop, int root, int kind);
+
 #endif

@@ -41,8 +41,12 @@ static int reduce_scatter_run(pmc_op *op)
     }
     if (c->size == 1) {
         if (send != a->recvbuf) memmove(a->recvbuf, send, total * esize);
-    } else if (!c->shm_active) {
+    } else if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
+    } else if (c->nnodes == 1 && a->recvcounts == NULL &&
+               pmc_node_path(c, total * esize, 1, 0) == PMC_PATH_INLINE) {
+        PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
+                                            PMC_INLINE_RSCATTER));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_reduce_scatter_node_slices(op, f + 1, send, a->recvbuf, a->count, a->recvcounts, a->dtype,
                                                     a->op));

@@ -13,7 +13,7 @@ int pmc_scatter_run(pmc_op *op)
         f->pc = 0;
         return PMC_OK;
     }
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, NULL, NULL, a->in_place ? NULL : a->recvbuf, NULL,
                                          NULL, a->count, a->root, 1));
     } else {
@@ -29,7 +29,7 @@ int pmc_scatterv_run(pmc_op *op)
     const pmc_args *a = &op->a;
     const int root = c->rank == a->root;
     PMC_CO_BEGIN(f);
-    if (c->shm_active && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, root ? a->sendcounts : NULL,
                                          root ? a->sdispls : NULL, a->in_place ? NULL : a->recvbuf, NULL, NULL,
                                          a->count, a->root, 0));

@@ -18,7 +18,9 @@
 #define PMC_PENDING (-1)
 #endif
 
-enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1 };
+/* Flags a wait can watch: the seq or ack line of each peer, or the peers'
+ * inline line of the target step's slot. */
+enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1, PMC_FLAG_LINE = 2 };
 
 /* How a collective lays out the data area. Consecutive collectives with the
  * same layout index cells by step number, so a writer waits only for the
@@ -67,6 +69,13 @@ static inline uint64_t pmc_node_use_layout(pmc_node *n, int layout, uint64_t bas
     }
     return n->layout_step;
 }
+
+/* The inline line of `rank` for step s, and its payload bytes. */
+static inline pmc_flag *pmc_inline_line(const pmc_node *n, int rank, uint64_t s)
+{
+    return n->seg.inl + (size_t)rank * PMC_INLINE_SLOTS + (size_t)(s % PMC_INLINE_SLOTS);
+}
+static inline unsigned char *pmc_inline_payload(pmc_flag *line) { return (unsigned char *)line->pad; }
 
 /* Rollover-safe "a >= b" for step numbers. */
 static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }

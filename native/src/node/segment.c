@@ -26,7 +26,8 @@ static uint64_t flags_offset(int local_size)
 static uint64_t data_offset(int local_size)
 {
     /* Page-aligned so that large copies start on a page boundary. */
-    return align_up(flags_offset(local_size) + 2u * (uint64_t)local_size * sizeof(pmc_flag), 4096);
+    return align_up(flags_offset(local_size) + (2u + PMC_INLINE_SLOTS) * (uint64_t)local_size * sizeof(pmc_flag),
+                    4096);
 }
 
 uint64_t pmc_segment_total_bytes(int local_size, uint64_t data_bytes)
@@ -41,6 +42,7 @@ static void bind_views(pmc_segment *s, int local_size)
     s->pids = (int32_t *)(b + pids_offset());
     s->seq = (pmc_flag *)(b + flags_offset(local_size));
     s->ack = s->seq + local_size;
+    s->inl = s->ack + local_size;
     s->data = b + s->hdr->data_offset;
     s->data_bytes = s->hdr->data_bytes;
     s->local_size = local_size;

@@ -1,7 +1,7 @@
 /* The node segment: one shared mapping per node, made by local rank 0.
  *
  * Layout: header | pids | one seq line and one ack line per local rank |
- * data area. Every flag line has a single writer (its owner) and sits on its
+ * inline lines | data area. Every flag line has a single writer (its owner) and sits on its
  * own 64-byte cache line so that writers never share a line.
  */
 #ifndef PMC_NODE_SEGMENT_H
@@ -15,6 +15,11 @@
 #define PMC_SEG_MAGIC UINT64_C(0x706d636f6c6c7367) /* "pmcollsg" */
 #define PMC_SEG_VERSION 1u
 #define PMC_SEG_PATH_MAX 256
+/* Inline lines: a ring of this many cache lines per local rank, each a step
+ * number and a payload, so that a tiny message and its flag arrive as one
+ * cache-line transfer. */
+#define PMC_INLINE_SLOTS 8
+#define PMC_INLINE_BYTES 56
 
 typedef struct pmc_flag {
     _Atomic uint64_t v;
@@ -42,6 +47,7 @@ typedef struct pmc_segment {
     int32_t *pids;         /* pid of each local rank */
     pmc_flag *seq;         /* "I published step s" */
     pmc_flag *ack;         /* "I finished reading everything up to step s" */
+    pmc_flag *inl;         /* PMC_INLINE_SLOTS lines per local rank: step + payload */
     unsigned char *data;
     uint64_t data_bytes;
     int local_size;

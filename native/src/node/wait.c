@@ -69,16 +69,31 @@ void pmc_node_abort(pmc_node *n)
     atomic_compare_exchange_strong(&n->seg.hdr->abort_rank, &expected, n->local_rank);
 }
 
-static const char *flag_name(int kind) { return kind == PMC_FLAG_SEQ ? "data" : "done"; }
+static const char *flag_name(int kind)
+{
+    return kind == PMC_FLAG_SEQ ? "data" : kind == PMC_FLAG_ACK ? "done" : "inline data";
+}
+
+/* Flag of each peer: flags[peer * stride]. */
+static void flags_of(const pmc_node *n, int kind, uint64_t target, const pmc_flag **flags, size_t *stride)
+{
+    if (kind == PMC_FLAG_LINE) {
+        *flags = n->seg.inl + (size_t)(target % PMC_INLINE_SLOTS);
+        *stride = PMC_INLINE_SLOTS;
+    } else {
+        *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+        *stride = 1;
+    }
+}
 
 /* Appends the ranks in peers[from..) whose flag is still below target. */
-static void list_missing(const pmc_flag *flags, const int *peers, int npeers,
+static void list_missing(const pmc_flag *flags, size_t stride, const int *peers, int npeers,
                          int from, uint64_t target, char *out, size_t outlen)
 {
     size_t used = 0;
     out[0] = '\0';
     for (int i = from; i < npeers && used + 16 < outlen; ++i) {
-        if (pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) continue;
+        if (pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) continue;
         int w = snprintf(out + used, outlen - used, "%s%d", used ? ", " : "", peers[i]);
         if (w < 0) break;
         used += (size_t)w;
@@ -90,7 +105,9 @@ static void list_missing(const pmc_flag *flags, const int *peers, int npeers,
 static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int first_missing,
                         uint64_t target, double t, double start, int check_liveness)
 {
-    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    const pmc_flag *flags;
+    size_t stride;
+    flags_of(n, kind, target, &flags, &stride);
     int32_t aborter = atomic_load_explicit(&n->seg.hdr->abort_rank, memory_order_acquire);
     if (aborter >= 0 && aborter != n->local_rank) {
         snprintf(n->errmsg, n->errlen,
@@ -103,7 +120,7 @@ static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int
         int peer = peers[first_missing];
         /* A peer may post its flag and exit between our look at the flag
          * and at its pid; the flags of a dead process are final, so look again. */
-        if (!pid_alive(n->seg.pids[peer]) && !pmc_step_geq(pmc_flag_load(&flags[peer]), target)) {
+        if (!pid_alive(n->seg.pids[peer]) && !pmc_step_geq(pmc_flag_load(&flags[(size_t)peer * stride]), target)) {
             snprintf(n->errmsg, n->errlen,
                      "%s #%" PRIu64 ": local rank %d (pid %d) died while local rank %d "
                      "waited for its %s flag to reach step %" PRIu64,
@@ -115,7 +132,7 @@ static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int
     }
     if (n->timeout > 0 && t >= start + n->timeout) {
         char missing[256];
-        list_missing(flags, peers, npeers, first_missing, target, missing, sizeof(missing));
+        list_missing(flags, stride, peers, npeers, first_missing, target, missing, sizeof(missing));
         snprintf(n->errmsg, n->errlen,
                  "%s #%" PRIu64 " timed out after %.3g s on local rank %d: local ranks "
                  "[%s] did not arrive (their %s flag stayed below step %" PRIu64
@@ -131,9 +148,11 @@ static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int
 int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target,
                   double *since, uint32_t *polls)
 {
-    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    const pmc_flag *flags;
+    size_t stride;
+    flags_of(n, kind, target, &flags, &stride);
     int i = 0;
-    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) ++i;
+    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) ++i;
     if (i == npeers) {
         *since = 0.0;
         *polls = 0;
@@ -153,10 +172,12 @@ int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
 
 int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target)
 {
-    const pmc_flag *flags = kind == PMC_FLAG_SEQ ? n->seg.seq : n->seg.ack;
+    const pmc_flag *flags;
+    size_t stride;
+    flags_of(n, kind, target, &flags, &stride);
     int i = 0;
     /* Fast path: everything already there. */
-    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) ++i;
+    while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) ++i;
     if (i == npeers) return PMC_OK;
 
     const double start = now_seconds();
@@ -165,7 +186,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     const long spin_polls = n->yield_now ? 0 : SPIN_POLLS;
 
     while (i < npeers) {
-        if (pmc_step_geq(pmc_flag_load(&flags[peers[i]]), target)) {
+        if (pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) {
             ++i;
             continue;
         }
