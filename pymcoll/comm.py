@@ -118,6 +118,7 @@ class Comm:
         cfg.shm_mode = lib.PMC_SHM_OFF if config.value("PYMCOLL_SHM") == "off" else lib.PMC_SHM_AUTO
         cfg.shm_bytes = config.value("PYMCOLL_SHM_SIZE")
         cfg.chunk_bytes = config.value("PYMCOLL_CHUNK_SIZE")
+        cfg.heap_bytes = config.value("PYMCOLL_HEAP_SIZE")
         cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")

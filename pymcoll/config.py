@@ -202,6 +202,9 @@ OPTIONS: dict[str, Option] = {
                "'off' runs every collective through the wrapped MPI communicator"),
         Option("PYMCOLL_SHM_SIZE", 4 << 20, parse_bytes,
                "bytes of the node segment's data area (copy-in/copy-out cells)"),
+        Option("PYMCOLL_HEAP_SIZE", 16 << 20, parse_bytes,
+               "bytes of the shared heap per node for pymcoll.alloc() (each local rank gets an equal "
+               "share); collectives on heap arrays copy once, with no system call"),
         Option("PYMCOLL_SHM_DIR", "/dev/shm", lambda t, n: t,
                "directory (a tmpfs) where the node segment is created; unlinked once mapped"),
         Option("PYMCOLL_CHUNK_SIZE", 64 << 10, parse_bytes,

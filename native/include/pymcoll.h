@@ -60,6 +60,7 @@ typedef struct pmc_config {
     uint64_t shm_bytes;      /* data area of the segment; 0 = default */
     uint64_t chunk_bytes;    /* pipeline chunk; 0 = default */
     const char *shm_dir;     /* directory for the segment file; NULL = /dev/shm */
+    uint64_t heap_bytes;     /* shared heap per node for pmc_heap_alloc (0 = default; see PMC_DEFAULT_HEAP_BYTES) */
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
@@ -96,6 +97,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_SHM_BYTES (4u << 20)
 #define PMC_DEFAULT_CHUNK_BYTES (64u << 10)
 #define PMC_DEFAULT_INLINE_MAX 56u
+#define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_CMA_MIN (64u << 10)
 
 /* Fills cfg with the defaults (what zero fields mean). */
@@ -183,6 +185,19 @@ int pmc_barrier(pmc_comm *c);
 int pmc_bcast(pmc_comm *c, void *buf, uint64_t bytes, int root);
 /* sendbuf == NULL means in place: this rank's block already sits in recvbuf. */
 int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t block_bytes);
+
+/* The node's shared heap: buffers every local rank can read directly
+ * (collectives on them copy once, with no system call). Allocation is local
+ * (no other rank takes part); each rank has an equal share of the heap. */
+typedef struct pmc_heap pmc_heap;
+/* The heap of c's node (NULL without a segment or with a heap of 0 bytes). */
+pmc_heap *pmc_comm_heap(pmc_comm *c);
+/* 64-byte aligned block of `bytes`; PMC_ERR_NOMEM when this rank's share is exhausted. */
+int pmc_heap_alloc(pmc_heap *h, uint64_t bytes, void **out);
+/* Returns a block; the heap outlives its communicator until its last block is freed. */
+int pmc_heap_free(pmc_heap *h, void *p);
+/* This rank's share, bytes in use and the largest free block. */
+void pmc_heap_stats(const pmc_heap *h, uint64_t *arena, uint64_t *used, uint64_t *largest_free);
 
 /* Bytes of one element of a PMC_DT_* type (0 for an unknown code). */
 int pmc_dtype_size(int dtype);

@@ -1,5 +1,6 @@
 /* Communicator creation: node and lane communicators, rank map, segment. */
 #include "comm.h"
+#include "node/heap.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -90,6 +91,8 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     uint64_t min_data = 256u * (L + 1u);
     if (min_data < 128u * L * L) min_data = 128u * L * L; /* alltoall: two cells per pair */
     if (cfg_copy.shm_bytes < min_data) cfg_copy.shm_bytes = min_data;
+    cfg_copy.shm_bytes = (cfg_copy.shm_bytes + 4095) / 4096 * 4096;
+    const uint64_t heap = (cfg_copy.heap_bytes + 4095) / 4096 * 4096;
     char path[PMC_SEG_PATH_MAX];
     char err[PMC_ERRMSG_LEN];
     memset(path, 0, sizeof(path));
@@ -104,7 +107,12 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     } else if (local_size > 1) {
         if (local_rank == 0) {
             int rc = pmc_segment_create(seg, cfg->shm_dir, local_size,
-                                        cfg->shm_bytes, path, sizeof(path), err, sizeof(err));
+                                        cfg->shm_bytes + heap, path, sizeof(path), err, sizeof(err));
+            if (rc == PMC_OK && heap > 0) rc = pmc_segment_reserve_heap(seg, heap);
+            if (rc != PMC_OK && seg->base != NULL) {
+                pmc_segment_detach(seg);
+                unlink(path);
+            }
             ok = rc == PMC_OK;
             created = ok;
             if (!ok) path[0] = '\0';
@@ -135,7 +143,11 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     CHECK_MPI(c, MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, c->comm));
     if (out.ok) {
         c->shm_active = 1;
-        c->data_bytes = (cfg->shm_bytes + 4095) / 4096 * 4096;
+        c->data_bytes = cfg->shm_bytes;
+        if (seg->base != NULL && seg->heap_bytes > 0) {
+            c->heap = pmc_heap_create(seg->base, seg->bytes, seg->heap, seg->heap_bytes, local_rank, local_size);
+            if (c->heap == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for the heap allocator");
+        }
         return PMC_OK;
     }
     CHECK_MPI(c, MPI_Bcast(err, (int)sizeof(err), MPI_CHAR, out.rank, c->comm));
@@ -291,6 +303,7 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->shm_bytes = PMC_DEFAULT_SHM_BYTES;
     cfg->chunk_bytes = PMC_DEFAULT_CHUNK_BYTES;
     cfg->inline_max = PMC_DEFAULT_INLINE_MAX;
+    cfg->heap_bytes = PMC_DEFAULT_HEAP_BYTES;
     cfg->cma_min = PMC_DEFAULT_CMA_MIN;
     cfg->shm_dir = "/dev/shm";
 }
@@ -306,6 +319,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.timeout < 0) cfg.timeout = dflt.timeout;
     if (cfg.shm_bytes == 0) cfg.shm_bytes = dflt.shm_bytes;
     if (cfg.chunk_bytes == 0) cfg.chunk_bytes = dflt.chunk_bytes;
+    if (cfg.heap_bytes == 0) cfg.heap_bytes = dflt.heap_bytes;
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
     if (cfg.cma_min == 0) cfg.cma_min = dflt.cma_min;
@@ -343,7 +357,13 @@ int pmc_comm_free(pmc_comm *c)
 {
     if (c == NULL) return PMC_OK;
     pmc_ops_shutdown(c);
-    pmc_segment_detach(&c->node_ctx.seg);
+    if (c->heap != NULL) {
+        /* The heap owns the mapping: arrays in it may outlive the communicator. */
+        pmc_heap_release(c->heap);
+        c->heap = NULL;
+    } else {
+        pmc_segment_detach(&c->node_ctx.seg);
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
@@ -399,6 +419,8 @@ int pmc_comm_rank_map(const pmc_comm *c, int *node_of, int *local_of)
     memcpy(local_of, c->local_of, sizeof(int) * (size_t)c->size);
     return PMC_OK;
 }
+
+pmc_heap *pmc_comm_heap(pmc_comm *c) { return c ? c->heap : NULL; }
 
 const char *pmc_comm_errmsg(const pmc_comm *c) { return c ? c->errmsg : ""; }
 const char *pmc_comm_note(const pmc_comm *c) { return c ? c->note : ""; }

@@ -38,6 +38,7 @@ struct pmc_comm {
     int copy;
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */
+    pmc_heap *heap;     /* shared heap of this node (owns the segment mapping when set) */
     void *scratch;      /* grown on demand for hierarchical steps */
     void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */
     void *node_displs;  /* [nnodes] MPI displacements for the same */

@@ -36,6 +36,7 @@ typedef struct pmc_frame {
     uint64_t lstep;  /* step where the data-area layout began */
     uint64_t aux;    /* algorithm specific */
     void *p;         /* algorithm specific buffer */
+    int peers[4];    /* ranks a wait names (a wait's peer list must outlive a PENDING return) */
 } pmc_frame;
 
 struct pmc_comm;

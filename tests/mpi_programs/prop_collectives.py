@@ -4,14 +4,20 @@ in-place, counts from 0 up to --max-bytes with the data-path thresholds'
 neighbours, vector forms with gaps, checked against the numpy oracle on
 several communicator layouts.
 
+With --heap every buffer is copied into arrays from pymcoll.alloc() first
+(and back after the call), so the direct data path (peers reading the shared
+heap) carries the data; blocking forms only.
+
 Usage: python -m mpi_programs.prop_collectives [--examples N] [--max-bytes B]
-           [--forms blocking,nonblocking,persistent] [--colls Gather,Scan,...]
+           [--forms blocking,nonblocking,persistent] [--colls Gather,Scan,...] [--heap]
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
 import pymcoll
@@ -28,6 +34,41 @@ FORMS = {
 }
 
 
+class HeapAdapter:
+    """A pymcoll.Comm whose collectives get their buffers in the shared heap."""
+
+    def __init__(self, comm: pymcoll.Comm) -> None:
+        self.comm = comm
+
+    def _to_heap(self, arg: Any) -> tuple[Any, Any, Any]:
+        """(argument for the call, original array, heap array)."""
+        if isinstance(arg, np.ndarray):
+            h = pymcoll.alloc(arg.shape, arg.dtype, self.comm)
+            h[...] = arg
+            return h, arg, h
+        if isinstance(arg, list) and arg and isinstance(arg[0], np.ndarray):
+            h, orig, _ = self._to_heap(arg[0])
+            return [h, *arg[1:]], orig, h
+        return arg, None, None
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self.comm, name)
+        if name not in COLLECTIVES:
+            return fn
+
+        def call(*args: Any) -> None:
+            conv = [self._to_heap(a) for a in args]
+            fn(*[c[0] for c in conv])
+            for _, orig, h in conv:
+                if orig is not None and orig.flags.writeable:
+                    orig[...] = h
+        return call
+
+    def Split(self, color: int = 0, key: int = 0) -> Any:  # noqa: N802
+        sub = self.comm.Split(color, key)
+        return HeapAdapter(sub) if isinstance(sub, pymcoll.Comm) else None
+
+
 def body() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", type=int, default=12 if CI else 40)
@@ -35,13 +76,15 @@ def body() -> None:
     ap.add_argument("--forms", default="blocking,nonblocking,persistent")
     ap.add_argument("--colls", default=",".join(COLLECTIVES))
     ap.add_argument("--layouts", default="world,halves,reversed")
+    ap.add_argument("--heap", action="store_true")
     args = ap.parse_args()
     world = MPI.COMM_WORLD
     comm = pymcoll.Comm(world)
     colls = [c for c in args.colls.split(",") if c]
     names = [FORMS[f](c) for f in args.forms.split(",") for c in colls]
     layouts = args.layouts.split(",") if world.Get_size() > 1 else ["world"]
-    report = pt.check(comm, world, names, args.examples, max_bytes=args.max_bytes,
+    impl = HeapAdapter(comm) if args.heap else comm
+    report = pt.check(impl, world, names, args.examples, max_bytes=args.max_bytes,
                       thresholds=thresholds(comm.layout), layouts=layouts, deadline=180)
     if world.Get_rank() == 0:
         print(report, flush=True)

@@ -22,12 +22,23 @@ int pmc_allgather_run(pmc_op *op)
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, -1));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, NULL, NULL, -1));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, -1, 1));
     } else {
         PMC_AWAIT(f, pmc_allgather_hier(op, f + 1, send, recv, a->count));
     }
     PMC_CO_END(f);
+}
+
+/* Largest block: every rank knows the counts, so all take the same path. */
+static uint64_t largest(const uint64_t *counts, int n)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < n; ++i)
+        if (counts[i] > m) m = counts[i];
+    return m;
 }
 
 int pmc_allgatherv_run(pmc_op *op)
@@ -38,7 +49,9 @@ int pmc_allgatherv_run(pmc_op *op)
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[c->rank] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, largest(a->recvcounts, c->size), 0, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, -1));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, -1, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));

@@ -47,7 +47,9 @@ int pmc_alltoall_run(pmc_op *op)
             return rc;
         }
     }
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 0, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_alltoall_node_cma(op, f + 1, f->p, a->recvbuf, a->count));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, NULL, NULL, a->recvbuf, NULL, NULL, a->count, -1, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));

@@ -16,6 +16,8 @@ int pmc_bcast_run(pmc_op *op)
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_bcast_node_inline(op, f + 1, a->recvbuf, a->count, a->root));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_bcast_node_cma(op, f + 1, a->recvbuf, a->count, a->root));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_bcast_node_cico(op, f + 1, a->recvbuf, a->count, a->root));
     } else {

@@ -17,6 +17,8 @@ int pmc_gather_run(pmc_op *op)
     }
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, NULL, NULL, a->root));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, a->root, 1));
     } else {
@@ -34,7 +36,12 @@ int pmc_gatherv_run(pmc_op *op)
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[a->root] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+    /* Only the root knows every count: single copy only when forced (an agreed setting). */
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 &&
+        pmc_node_path(c, c->cma_min, 0, c->copy == PMC_COPY_CMA || c->copy == PMC_COPY_DIRECT) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
+                                         root ? a->rdispls : NULL, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
                                           root ? a->rdispls : NULL, a->root, 0));
     } else {

@@ -11,8 +11,7 @@
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
 
-/* Writer side: wait for the line to be free, publish `bytes` of src. */
-static int publish(pmc_op *op, pmc_frame *f, const void *src, uint64_t bytes)
+int pmc_inline_publish(pmc_op *op, pmc_frame *f, const void *src, uint64_t bytes)
 {
     pmc_node *n = &op->c->node_ctx;
     PMC_CO_BEGIN(f);
@@ -45,7 +44,7 @@ int pmc_bcast_node_inline(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, i
     if (n->local_rank == root) {
         /* (f + 1 keeps publish's resume point apart from ours) */
         f[1].aux = f->aux;
-        PMC_AWAIT(f, publish(op, f + 1, buf, bytes));
+        PMC_AWAIT(f, pmc_inline_publish(op, f + 1, buf, bytes));
     } else {
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &root, 1, f->aux));
         memcpy(buf, payload_of(n, root, f->aux), bytes);
@@ -63,7 +62,7 @@ int pmc_gather_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *rec
     f->aux = n->step + 1;
     if (root < 0 || me != root) {
         f[1].aux = f->aux;
-        PMC_AWAIT(f, publish(op, f + 1, send, block));
+        PMC_AWAIT(f, pmc_inline_publish(op, f + 1, send, block));
     }
     if (root < 0 || me == root) {
         if (send != out + (uint64_t)me * block) memcpy(out + (uint64_t)me * block, send, block);
@@ -86,7 +85,7 @@ int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *rec
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f[1].aux = f->aux;
-    PMC_AWAIT(f, publish(op, f + 1, send, in_bytes));
+    PMC_AWAIT(f, pmc_inline_publish(op, f + 1, send, in_bytes));
     {
         /* Who this rank needs, and which part of each payload. */
         int first = 0, last = L; /* ranks combined: [first, last) */

@@ -70,9 +70,30 @@ int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64
  * lines, one step. gather: root < 0 gathers to all. reduce: kind says which
  * reduction (ALL: allreduce with root < 0, reduce otherwise). */
 enum { PMC_INLINE_ALL = 0, PMC_INLINE_SCAN, PMC_INLINE_EXSCAN, PMC_INLINE_RSCATTER };
+/* Writer side of an inline step f->aux: waits until its line's slot is free
+ * (every rank acknowledged the step PMC_INLINE_SLOTS back), then publishes
+ * `bytes` (<= PMC_INLINE_BYTES) of src with the step number. */
+int pmc_inline_publish(pmc_op *op, pmc_frame *f, const void *src, uint64_t bytes);
 int pmc_bcast_node_inline(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 int pmc_gather_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
 int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                            int rop, int root, int kind);
+
+/* Single copy (CMA, or a plain memcpy from the shared heap): ranks publish
+ * where their buffer is in their inline line and the readers copy straight
+ * from it; one step, and an exposing rank returns once its readers are done.
+ * Bcast goes down a binary tree (no source has more than two readers at a
+ * time); gather/allgather read peers in a staggered order; scatter lets at
+ * most PMC_CMA_READERS readers at a time at the root; alltoall is uniform. */
+#define PMC_CMA_READERS 4
+/* Publishes a descriptor of buf at step f->aux (with pmc_inline_publish). */
+int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes);
+/* Copies len bytes at offset off of what local rank src exposed at step s. */
+int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst, uint64_t len);
+int pmc_bcast_node_cma(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
+int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
+                        const uint64_t *counts, const uint64_t *displs, int root);
+int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
+int pmc_alltoall_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 
 #endif

@@ -13,7 +13,9 @@ int pmc_scatter_run(pmc_op *op)
         f->pc = 0;
         return PMC_OK;
     }
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 0, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_scatter_node_cma(op, f + 1, a->sendbuf, a->in_place ? NULL : a->recvbuf, a->count, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, NULL, NULL, a->in_place ? NULL : a->recvbuf, NULL,
                                          NULL, a->count, a->root, 1));
     } else {

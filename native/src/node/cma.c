@@ -1,10 +1,57 @@
-/* Probe for cross-memory attach (process_vm_readv). */
+/* Single copy between local ranks: descriptors of exposed buffers, and the
+ * fetch that reads one (process_vm_readv, or memcpy from the shared heap),
+ * plus the standalone probe for `python -m pymcoll info`. */
+#include "cma.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pymcoll.h"
+#include "heap.h"
+
+void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *d)
+{
+    const int64_t off = pmc_heap_offset(heap, p, len);
+    d->kind = off >= 0 ? PMC_DESC_HEAP : PMC_DESC_ADDR;
+    d->where = off >= 0 ? (uint64_t)off : (uint64_t)(uintptr_t)p;
+    d->len = len;
+    d->pad = 0;
+}
+
+int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, uint64_t len)
+{
+    if (len == 0) return PMC_OK;
+    if (off > d->len || len > d->len - off) {
+        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
+                 " at offset %" PRIu64 " were to be read (the ranks disagree on the message size)",
+                 n->coll, n->coll_seq, src, d->len, len, off);
+        return PMC_ERR_ARG;
+    }
+    if (d->kind == PMC_DESC_HEAP) {
+        memcpy(dst, n->seg.heap + d->where + off, len);
+        return PMC_OK;
+    }
+    unsigned char *to = dst;
+    uint64_t done = 0;
+    while (done < len) {
+        struct iovec local = {to + done, (size_t)(len - done)};
+        struct iovec remote = {(void *)(uintptr_t)(d->where + off + done), (size_t)(len - done)};
+        ssize_t got = process_vm_readv((pid_t)n->seg.pids[src], &local, 1, &remote, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": process_vm_readv from local rank %d (pid %d) failed "
+                     "after %" PRIu64 " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq, src,
+                     (int)n->seg.pids[src], done, len, got < 0 ? strerror(errno) : "no progress");
+            return PMC_ERR_SYS;
+        }
+        done += (uint64_t)got;
+    }
+    return PMC_OK;
+}
 
 int pmc_cma_probe(void)
 {

@@ -44,7 +44,9 @@ static void bind_views(pmc_segment *s, int local_size)
     s->ack = s->seq + local_size;
     s->inl = s->ack + local_size;
     s->data = b + s->hdr->data_offset;
-    s->data_bytes = s->hdr->data_bytes;
+    s->heap_bytes = s->hdr->heap_bytes;
+    s->data_bytes = s->hdr->data_bytes - s->heap_bytes;
+    s->heap = s->heap_bytes ? s->data + s->data_bytes : NULL;
     s->local_size = local_size;
 }
 
@@ -137,6 +139,7 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
     h->total_bytes = total;
     h->data_offset = data_offset(local_size);
     h->data_bytes = total - h->data_offset;
+    h->heap_bytes = 0;
     atomic_store_explicit(&h->abort_rank, -1, memory_order_relaxed);
     bind_views(s, local_size);
     for (int i = 0; i < local_size; ++i) {
@@ -178,12 +181,20 @@ int pmc_segment_attach(pmc_segment *s, const char *path, int local_size,
     atomic_thread_fence(memory_order_acquire);
     if (h->magic != PMC_SEG_MAGIC || h->version != PMC_SEG_VERSION ||
         h->local_size != local_size || h->total_bytes != (uint64_t)st.st_size ||
-        h->data_offset + h->data_bytes != h->total_bytes) {
+        h->data_offset + h->data_bytes != h->total_bytes || h->heap_bytes > h->data_bytes) {
         snprintf(err, errlen, "node segment %s has an unexpected header", path);
         pmc_segment_detach(s);
         return PMC_ERR_SHM;
     }
     bind_views(s, local_size);
+    return PMC_OK;
+}
+
+int pmc_segment_reserve_heap(pmc_segment *s, uint64_t heap_bytes)
+{
+    if (heap_bytes % 4096 != 0 || heap_bytes >= s->hdr->data_bytes) return PMC_ERR_ARG;
+    s->hdr->heap_bytes = heap_bytes;
+    bind_views(s, s->local_size);
     return PMC_OK;
 }
 

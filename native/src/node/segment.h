@@ -13,7 +13,7 @@
 
 #define PMC_CACHE_LINE 64
 #define PMC_SEG_MAGIC UINT64_C(0x706d636f6c6c7367) /* "pmcollsg" */
-#define PMC_SEG_VERSION 1u
+#define PMC_SEG_VERSION 2u
 #define PMC_SEG_PATH_MAX 256
 /* Inline lines: a ring of this many cache lines per local rank, each a step
  * number and a payload, so that a tiny message and its flag arrive as one
@@ -33,7 +33,8 @@ typedef struct pmc_seg_header {
     uint64_t total_bytes;
     uint64_t data_offset;
     uint64_t data_bytes;
-    char pad0[PMC_CACHE_LINE - 40];
+    uint64_t heap_bytes;     /* tail of the data area given to the shared heap */
+    char pad0[PMC_CACHE_LINE - 48];
     /* Local rank that gave up on a collective (-1: none); lets its peers stop
      * waiting at once instead of running into their own deadlines. */
     _Atomic int32_t abort_rank;
@@ -49,7 +50,9 @@ typedef struct pmc_segment {
     pmc_flag *ack;         /* "I finished reading everything up to step s" */
     pmc_flag *inl;         /* PMC_INLINE_SLOTS lines per local rank: step + payload */
     unsigned char *data;
-    uint64_t data_bytes;
+    uint64_t data_bytes;   /* copy-in/copy-out area */
+    unsigned char *heap;   /* shared heap (pymcoll.alloc), after the data area */
+    uint64_t heap_bytes;
     int local_size;
 } pmc_segment;
 
@@ -67,6 +70,10 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
 /* Other local ranks: map the segment created at path and validate it. */
 int pmc_segment_attach(pmc_segment *s, const char *path, int local_size,
                        char *err, size_t errlen);
+
+/* Creator: give the last heap_bytes (a multiple of 4096) of the data area
+ * to the shared heap; attachers see the split in the header. */
+int pmc_segment_reserve_heap(pmc_segment *s, uint64_t heap_bytes);
 
 /* Unmap (safe on an unmapped segment). */
 void pmc_segment_detach(pmc_segment *s);
