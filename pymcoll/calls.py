@@ -11,6 +11,7 @@ non-blocking and the persistent forms.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Optional
 
 from mpi4py import MPI
@@ -49,8 +50,13 @@ def _delegated(coll: int, method: str, *args: Any) -> Call:
 
 
 def _check_root(root: Any, what: str, size: int) -> int:
-    if not isinstance(root, int) or isinstance(root, bool):
-        raise TypeError(f"{what}: root must be an int, got {type(root).__name__}")
+    # Any integer type mpi4py takes (numpy integers too), but not bool.
+    if isinstance(root, bool):
+        raise TypeError(f"{what}: root must be an int, got bool")
+    try:
+        root = operator.index(root)
+    except TypeError:
+        raise TypeError(f"{what}: root must be an int, got {type(root).__name__}") from None
     if not 0 <= root < size:
         # mpi4py raises MPI.Exception(ERR_ROOT) for this mistake.
         raise MPI.Exception(MPI.ERR_ROOT)

@@ -54,6 +54,7 @@ struct pmc_comm {
     int progress_wanted;       /* PYMCOLL_PROGRESS_THREAD */
     int progress_running;
     int progress_stop;
+    uint64_t polls_passed;     /* non-blocking waits that found their flags: progress */
     char errmsg[PMC_ERRMSG_LEN];
     char note[PMC_ERRMSG_LEN];
 };

@@ -20,7 +20,9 @@ int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t tar
 {
     pmc_node *n = &op->c->node_ctx;
     if (op->blocking) return pmc_node_wait(n, kind, peers, npeers, target);
-    return pmc_node_poll(n, kind, peers, npeers, target, &op->wait_start, &op->polls);
+    int rc = pmc_node_poll(n, kind, peers, npeers, target, &op->wait_start, &op->polls);
+    if (rc == PMC_OK) ++op->c->polls_passed;
+    return rc;
 }
 
 int pmc_op_mpi(pmc_op *op, const char *call)
@@ -33,6 +35,7 @@ int pmc_op_mpi(pmc_op *op, const char *call)
         mrc = MPI_Test(&op->mreq, &flag, MPI_STATUS_IGNORE);
     }
     if (mrc != MPI_SUCCESS) return pmc_mpi_fail(op->c, mrc, call);
+    if (flag) ++op->c->polls_passed;
     return flag ? PMC_OK : PMC_PENDING;
 }
 
@@ -312,8 +315,12 @@ static void *progress_main(void *arg)
             pthread_cond_wait(&c->wake, &c->lock);
             continue;
         }
+        const uint64_t before = c->polls_passed;
         int rc = progress_locked(c, 0, NULL);
+        /* A pass that got past a wait is progress: back off only when stuck. */
+        const int moved = c->polls_passed != before;
         pthread_mutex_unlock(&c->lock);
+        if (moved) idle = 0;
         if (rc == PMC_PENDING) {
             ++idle;
             if (idle < 64 && !c->node_ctx.yield_now) {

@@ -67,7 +67,7 @@ def body() -> None:
     f8, c8 = np.ones(4), np.ones(4, np.complex64)
     expect(comm, MPI.Exception, "op", lambda: comm.Allreduce(c8, np.zeros(4, np.complex64), op=MPI.MAX))
     expect(comm, MPI.Exception, "op", lambda: comm.Allreduce(f8, np.zeros(4), op=MPI.BAND))
-    expect(comm, ValueError, "recvbuf: holds 24 bytes but sendbuf holds 32",
+    expect(comm, ValueError, "recvbuf: holds 24 bytes but Allreduce delivers 32",
            lambda: comm.Allreduce(f8, np.zeros(3)))
     expect(comm, ValueError, "element type differs", lambda: comm.Allreduce(f8, np.zeros(4, np.int64)))
     expect(comm, BufferError, "recvbuf: buffer is read-only", lambda: comm.Allreduce(f8, ro[:4]))

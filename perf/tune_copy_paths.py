@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Measure where the data paths cross over, to set the tuning table.
+
+Two communicators over the same ranks, one per data path (PYMCOLL_COPY
+forced at creation), run each collective in alternating blocks; the ratio
+of medians says which path wins at each size. The crossover sizes are what
+PYMCOLL_INLINE_MAX and PYMCOLL_CMA_MIN should be on this machine.
+
+    mpiexec -n 2 python perf/tune_copy_paths.py [--paths cico,cma] [--min-bytes 4K] [--max-bytes 1M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import pymcoll
+from pymcoll.config import parse_bytes
+
+
+def make(comm: MPI.Comm, path: str) -> pymcoll.Comm:
+    os.environ["PYMCOLL_COPY"] = path
+    try:
+        return pymcoll.Comm(comm)
+    finally:
+        del os.environ["PYMCOLL_COPY"]
+
+
+def call(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray) -> None:
+    if coll == "Bcast":
+        c.Bcast(recv[: send.size], root=0)
+    elif coll == "Gather":
+        c.Gather(send, recv, root=0)
+    elif coll == "Scatter":
+        c.Scatter(recv, send, root=0)
+    else:
+        getattr(c, coll)(send, recv)
+
+
+def block_time(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray, iters: int) -> float:
+    c.Barrier()
+    t0 = time.perf_counter()
+    for i in range(iters):
+        send[0] = i & 0xFF
+        call(c, coll, send, recv)
+    dt = (time.perf_counter() - t0) / iters
+    return c.mpi.allreduce(dt, op=MPI.MAX)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--paths", default="cico,cma")
+    ap.add_argument("--colls", default="Bcast,Allgather,Gather,Scatter,Alltoall")
+    ap.add_argument("--min-bytes", default="4K")
+    ap.add_argument("--max-bytes", default="1M")
+    ap.add_argument("--blocks", type=int, default=9)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    world = MPI.COMM_WORLD
+    size = world.Get_size()
+    paths = args.paths.split(",")
+    comms = {p: make(world, p) for p in paths}
+    lo, hi = parse_bytes(args.min_bytes, "--min-bytes"), parse_bytes(args.max_bytes, "--max-bytes")
+    rows: list[dict[str, Any]] = []
+    for coll in args.colls.split(","):
+        n = lo
+        while n <= hi:
+            send = np.zeros(n if coll not in ("Alltoall",) else n * size, np.uint8)
+            recv = np.zeros(n * size, np.uint8)
+            iters = max(5, min(2000, (64 << 20) // max(n * size, 1)))
+            med = {}
+            samples: dict[str, list[float]] = {p: [] for p in paths}
+            for p in paths:
+                block_time(comms[p], coll, send, recv, max(2, iters // 4))  # warm up
+            for _ in range(args.blocks):
+                for p in paths:
+                    samples[p].append(block_time(comms[p], coll, send, recv, iters))
+            for p in paths:
+                med[p] = float(np.median(samples[p])) * 1e6
+            rows.append({"collective": coll, "bytes": n, **{f"{p}_us": med[p] for p in paths}})
+            if world.Get_rank() == 0:
+                ratio = med[paths[1]] / med[paths[0]] if len(paths) > 1 else 1.0
+                print(f"{coll:10s} {n:>9d} B  " + "  ".join(f"{p} {med[p]:9.2f} us" for p in paths)
+                      + f"  {paths[-1]}/{paths[0]} {ratio:5.2f}", flush=True)
+            n *= 2
+    if world.Get_rank() == 0 and args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"ranks": size, "paths": paths, "mpi": MPI.Get_library_version().splitlines()[0],
+                       "rows": rows}, fh, indent=1)
+    for c in comms.values():
+        c.Free()
+
+
+if __name__ == "__main__":
+    main()
