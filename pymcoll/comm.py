@@ -29,6 +29,12 @@ _pmc_bcast = lib.pmc_bcast
 _pmc_allgather = lib.pmc_allgather
 _pmc_allreduce = lib.pmc_allreduce
 _pmc_reduce = lib.pmc_reduce
+_pmc_gather = lib.pmc_gather
+_pmc_scatter = lib.pmc_scatter
+_pmc_alltoall = lib.pmc_alltoall
+_pmc_reduce_scatter_block = lib.pmc_reduce_scatter_block
+_pmc_scan = lib.pmc_scan
+_pmc_exscan = lib.pmc_exscan
 _NULL = ffi.NULL
 _OP_CODES = {op.handle: code for op, code, _ in elements.OPS}
 _ELEM_CACHE: dict[Any, Optional[int]] = {}
@@ -39,6 +45,17 @@ def _elem_of_dtype(dtype: Any) -> Optional[int]:
     if code == -1:
         code = _ELEM_CACHE[dtype] = elements.code_of_numpy(dtype)
     return code
+
+
+def _nd(buf: Any, writable: bool) -> Any:
+    """cffi pointer of a C-contiguous numpy array of plain data (None otherwise:
+    the general path then handles the buffer and explains any error)."""
+    if type(buf) is not _ndarray or buf.dtype.hasobject or (writable and not buf.flags.writeable):
+        return None
+    try:
+        return _from_buffer(buf)
+    except Exception:  # noqa: BLE001 - not contiguous: the general path says so
+        return None
 
 
 @atexit.register
@@ -351,7 +368,48 @@ class Comm:
         `recvbuf` matters only at the root (None elsewhere is fine); the root
         may pass ``sendbuf=MPI.IN_PLACE`` to take its input from `recvbuf`.
         """
+        if type(root) is int and 0 <= root < self._size:
+            at_root = root == self._rank
+            if self._fast_reduction(_pmc_reduce, sendbuf, recvbuf if at_root else None, op, 1, root,
+                                    receives=at_root):
+                return
         self._run(calls.prepare_reduce(self, sendbuf, recvbuf, op, root))
+
+    def _fast_reduction(self, fn: Any, sendbuf: Any, recvbuf: Any, op: Any, in_blocks: int,
+                        root: Optional[int] = None, receives: bool = True) -> bool:
+        """Numpy arrays of one predefined type and a predefined op straight to
+        the core; False when the general path must take the call."""
+        opc = _OP_CODES.get(getattr(op, "handle", None))
+        if opc is None or (receives and recvbuf is None):
+            return False
+        if sendbuf is _IN_PLACE:
+            if type(recvbuf) is not _ndarray:
+                return False
+            ref, sp = recvbuf, _NULL
+        else:
+            ref, sp = sendbuf, _nd(sendbuf, False)
+            if sp is None:
+                return False
+        code = _elem_of_dtype(ref.dtype)
+        if code is None or ref.size % in_blocks:
+            return False
+        count = ref.size // in_blocks
+        if not receives:
+            rp = _NULL
+        else:
+            rp = _nd(recvbuf, True)
+            if rp is None or recvbuf.dtype != ref.dtype or (sp is not _NULL and recvbuf.size != count):
+                return False
+        rc = fn(self._handle, sp, rp, count, code, opc) if root is None else fn(self._handle, sp, rp, count, code,
+                                                                               opc, root)
+        if rc:
+            self._reduction_error(rc, self._name_of_fn(fn), code, opc)
+        return True
+
+    @staticmethod
+    def _name_of_fn(fn: Any) -> str:
+        return {_pmc_reduce: "Reduce", _pmc_reduce_scatter_block: "Reduce_scatter_block", _pmc_scan: "Scan",
+                _pmc_exscan: "Exscan"}.get(fn, "reduction")
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Collect every rank's `sendbuf` into `recvbuf` at `root`, in rank order.
@@ -359,6 +417,17 @@ class Comm:
         `recvbuf` matters only at the root; the root may pass
         ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
         """
+        if type(root) is int and 0 <= root < self._size:
+            at_root = root == self._rank
+            sp = _NULL if sendbuf is _IN_PLACE and at_root else _nd(sendbuf, False)
+            rp = _nd(recvbuf, True) if at_root else _NULL
+            if sp is not None and rp is not None:
+                block = len(rp) // self._size if at_root else len(sp)
+                if not at_root or (len(rp) == block * self._size and (sp is _NULL or len(sp) == block)):
+                    rc = _pmc_gather(self._handle, sp, rp, block, root)
+                    if rc:
+                        self._check(rc, "Gather")
+                    return
         self._run(calls.prepare_gather(self, sendbuf, recvbuf, root))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
@@ -372,6 +441,17 @@ class Comm:
         `sendbuf` matters only at the root, which may pass
         ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
         """
+        if type(root) is int and 0 <= root < self._size:
+            at_root = root == self._rank
+            rp = _NULL if recvbuf is _IN_PLACE and at_root else _nd(recvbuf, True)
+            sp = _nd(sendbuf, False) if at_root else _NULL
+            if sp is not None and rp is not None:
+                block = len(sp) // self._size if at_root else len(rp)
+                if not at_root or (len(sp) == block * self._size and (rp is _NULL or len(rp) == block)):
+                    rc = _pmc_scatter(self._handle, sp, rp, block, root)
+                    if rc:
+                        self._check(rc, "Scatter")
+                    return
         self._run(calls.prepare_scatter(self, sendbuf, recvbuf, root))
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
@@ -389,6 +469,13 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
         """
+        rp = _nd(recvbuf, True)
+        sp = _NULL if sendbuf is _IN_PLACE else _nd(sendbuf, False)
+        if rp is not None and sp is not None and len(rp) % self._size == 0 and (sp is _NULL or len(sp) == len(rp)):
+            rc = _pmc_alltoall(self._handle, sp, rp, len(rp) // self._size)
+            if rc:
+                self._check(rc, "Alltoall")
+            return
         self._run(calls.prepare_alltoall(self, sendbuf, recvbuf))
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
@@ -402,6 +489,9 @@ class Comm:
         ``sendbuf=MPI.IN_PLACE`` takes the input from `recvbuf` and leaves the
         result at its start.
         """
+        if sendbuf is not _IN_PLACE and self._fast_reduction(_pmc_reduce_scatter_block, sendbuf, recvbuf, op,
+                                                                self._size):
+            return
         self._run(calls.prepare_reduce_scatter_block(self, sendbuf, recvbuf, op))
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,  # noqa: N802
@@ -412,12 +502,14 @@ class Comm:
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""
-        self._run(calls.prepare_scan(self, sendbuf, recvbuf, op))
+        if not self._fast_reduction(_pmc_scan, sendbuf, recvbuf, op, 1):
+            self._run(calls.prepare_scan(self, sendbuf, recvbuf, op))
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Exclusive prefix reduction: rank i > 0 gets the combination of ranks 0..i-1;
         rank 0's `recvbuf` is left as it was."""
-        self._run(calls.prepare_exscan(self, sendbuf, recvbuf, op))
+        if recvbuf is None or not self._fast_reduction(_pmc_exscan, sendbuf, recvbuf, op, 1):
+            self._run(calls.prepare_exscan(self, sendbuf, recvbuf, op))
 
     def _reduction_error(self, rc: int, what: str, elem: int, opc: int) -> None:
         if rc == lib.PMC_ERR_ARG and not lib.pmc_op_valid(elem, opc):

@@ -8,24 +8,30 @@ the I-call nor ``Start`` waits for other ranks; the collective moves in
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from ._native import ffi, lib
 
 _NULL = ffi.NULL
+# Bound once: Start/Wait of a persistent request are on the latency path.
+_start = lib.pmc_request_start
+_wait = lib.pmc_request_wait
+_test = lib.pmc_request_test
 
 
 class Request:
     """A non-blocking collective in flight (``Test``, ``Wait``, ``Free``)."""
 
-    __slots__ = ("_comm", "_handle", "_call", "_done", "_mpi_request", "__weakref__")
+    __slots__ = ("_comm", "_handle", "_call", "_done", "_mpi_request", "_after", "_before", "__weakref__")
 
     def __init__(self, comm: Any, handle: Any, call: Any, mpi_request: Any = None) -> None:
         self._comm = comm  # keeps the communicator alive while the request is
-        self._handle = handle
+        self._handle = None if handle == _NULL else handle  # None once null
         self._call = call  # keeps the buffers alive while the core uses them
         self._done = ffi.new("int *")
         self._mpi_request = mpi_request  # a delegated call's mpi4py request
+        self._after = tuple(call.after)  # unpacking derived datatypes after completion
+        self._before = tuple(call.before)  # packing them again before a persistent start
 
     # -- completion ----------------------------------------------------------
     def _what(self) -> str:
@@ -35,22 +41,25 @@ class Request:
         if rc != lib.PMC_OK:
             msg = ffi.string(lib.pmc_request_errmsg(self._handle)).decode(errors="replace")
             self._after_run()
+            if not msg and self._comm._handle == _NULL:
+                msg = f"{self._what()}: the communicator was freed before the request completed"
             self._comm._raise_request_error(rc, msg, self._what())
         self._after_run()
-        self._call.finish()
+        for step in self._after:
+            step()
 
     def _after_run(self) -> None:
         """A non-blocking request is spent once complete (it becomes null)."""
         lib.pmc_request_free(self._handle)
-        self._handle = _NULL
+        self._handle = None
 
     def Test(self, status: Any = None) -> bool:  # noqa: N802 - mpi4py name
         """Progress the collective without waiting; True once it is complete."""
         if self._mpi_request is not None:
             return self._mpi_request.Test(status)
-        if self._handle == _NULL:
+        if self._handle is None:
             return True
-        rc = lib.pmc_request_test(self._handle, self._done)
+        rc = _test(self._handle, self._done)
         if not self._done[0]:
             return False
         self._completed(rc)
@@ -58,11 +67,12 @@ class Request:
 
     def Wait(self, status: Any = None) -> bool:  # noqa: N802 - mpi4py name
         """Complete the collective (raises the collective's error, if any)."""
-        if self._mpi_request is not None:
-            return self._mpi_request.Wait(status)
-        if self._handle == _NULL:
-            return True
-        self._completed(lib.pmc_request_wait(self._handle))
+        h = self._handle
+        if h is None:
+            return True if self._mpi_request is None else self._mpi_request.Wait(status)
+        rc = _wait(h)
+        if rc or self._after or type(self) is Request:
+            self._completed(rc)
         return True
 
     def Free(self) -> None:  # noqa: N802 - mpi4py name
@@ -71,19 +81,19 @@ class Request:
         if self._mpi_request is not None:
             self._mpi_request.Free()
             return
-        if self._handle == _NULL:
+        if self._handle is None:
             return
         if lib.pmc_request_active(self._handle):
             self._comm._adopt(self._handle, self._call)
         else:
             lib.pmc_request_free(self._handle)
-        self._handle = _NULL
+        self._handle = None
 
     def __bool__(self) -> bool:
         """False once the request is null (completed or freed), like mpi4py's."""
         if self._mpi_request is not None:
             return bool(self._mpi_request)
-        return self._handle != _NULL
+        return self._handle is not None
 
     def __del__(self) -> None:
         try:
@@ -131,16 +141,17 @@ class Prequest(Request):
 
     def Start(self) -> None:  # noqa: N802 - mpi4py name
         """Start the collective again; never waits for other ranks."""
-        if self._mpi_request is not None:
-            self._mpi_request.Start()
-            return
-        if self._handle == _NULL:
+        h = self._handle
+        if h is None:
+            if self._mpi_request is not None:
+                self._mpi_request.Start()
+                return
             raise ValueError("Start: this persistent request was freed; create a new one")
-        self._comm._live_handle("Start")
-        for step in self._call.before:
+        for step in self._before:
             step()
-        rc = lib.pmc_request_start(self._handle)
+        rc = _start(h)
         if rc:
+            self._comm._live_handle(f"{self._what()} Start")  # raises if the communicator was freed
             self._comm._check(rc, f"{self._what()} Start")
 
     @classmethod
@@ -152,10 +163,5 @@ class Prequest(Request):
     def __bool__(self) -> bool:
         if self._mpi_request is not None:
             return bool(self._mpi_request)
-        return self._handle != _NULL
+        return self._handle is not None
 
-
-def wrap_mpi(comm: Any, mpi_request: Any, call: Any, persistent: bool) -> Optional[Request]:
-    """A request of a call delegated to the wrapped communicator."""
-    cls = Prequest if persistent else Request
-    return cls(comm, _NULL, call, mpi_request)

@@ -208,6 +208,15 @@ int pmc_op_valid(int dtype, int op);
  * element is combined in rank order by exactly one rank. */
 int pmc_allreduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op);
 int pmc_reduce(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op, int root);
+/* Direct calls of the other uniform collectives (bytes per rank for the
+ * data-moving ones). In place: sendbuf NULL (Scatter: recvbuf NULL at the
+ * root), as pmc_args describes. */
+int pmc_gather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t bytes, int root);
+int pmc_scatter(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t bytes, int root);
+int pmc_alltoall(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t bytes);
+int pmc_reduce_scatter_block(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op);
+int pmc_scan(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op);
+int pmc_exscan(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t count, int dtype, int op);
 
 /* Local packing of `count` elements of an MPI datatype (its handle value)
  * into, or out of, a contiguous buffer of `bytes` (count x type size), so

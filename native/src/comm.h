@@ -48,6 +48,7 @@ struct pmc_comm {
     void *vcounts;      /* [4][size] MPI counts and displacements for flat v-collectives */
     /* Started operations, run in start order (op.c). */
     pmc_op *queue_head, *queue_tail;
+    pmc_op *requests;   /* every request made on this communicator (to detach them at Free) */
     pthread_mutex_t lock;      /* held while ops run or the queue changes */
     pthread_cond_t wake;       /* the progress thread sleeps on it while the queue is empty */
     pthread_t progress;

@@ -80,6 +80,11 @@ static void op_reset(pmc_op *op)
 
 static void request_release(pmc_op *op)
 {
+    if (op->c != NULL) {
+        if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
+        else op->c->requests = op->reg_next;
+        if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
+    }
     free(op->arrays);
     free(op->errmsg);
     free(op);
@@ -184,6 +189,11 @@ int pmc_request_create(pmc_comm *c, const pmc_args *args, int persistent, pmc_re
     op->a = a;
     op->persistent = persistent != 0;
     op->mreq = MPI_REQUEST_NULL;
+    pthread_mutex_lock(&c->lock);
+    op->reg_next = c->requests;
+    if (c->requests) c->requests->reg_prev = op;
+    c->requests = op;
+    pthread_mutex_unlock(&c->lock);
     *out = op;
     return PMC_OK;
 }
@@ -286,10 +296,9 @@ int pmc_request_free(pmc_request *op)
         return PMC_OK;
     }
     pthread_mutex_lock(&c->lock);
-    const int active = op->active;
-    if (active) op->orphan = 1;
+    if (op->active) op->orphan = 1;
+    else request_release(op);
     pthread_mutex_unlock(&c->lock);
-    if (!active) request_release(op);
     return PMC_OK;
 }
 
@@ -348,17 +357,19 @@ void pmc_ops_shutdown(pmc_comm *c)
         pthread_join(c->progress, NULL);
         c->progress_running = 0;
     }
-    /* Requests still queued can never finish: they fail, and a later
-     * Wait/Test/Free on them no longer touches the communicator. */
-    for (pmc_op *op = c->queue_head; op != NULL;) {
-        pmc_op *next = op->next;
+    /* Requests can never run again: queued ones fail, and none of them
+     * touches the communicator afterwards (Wait/Test/Start/Free stay safe). */
+    for (pmc_op *op = c->requests; op != NULL;) {
+        pmc_op *next = op->reg_next;
+        if (op->active) op->status = PMC_ERR_BROKEN;
         op->active = 0;
         op->queued = 0;
         op->next = NULL;
         op->c = NULL;
-        op->status = PMC_ERR_BROKEN;
+        op->reg_prev = op->reg_next = NULL;
         if (op->orphan) request_release(op);
         op = next;
     }
+    c->requests = NULL;
     c->queue_head = c->queue_tail = NULL;
 }

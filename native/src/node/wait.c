@@ -166,7 +166,10 @@ int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     if ((++*polls & 15u) != 1u) return PMC_PENDING;
     const double t = now_seconds();
     if (*since == 0.0) *since = t;
-    int rc = wait_trouble(n, kind, peers, npeers, i, target, t, *since, (*polls & 1023u) == 1u);
+    /* Peers' pids only once the wait is long: reading /proc costs more
+     * than a whole small collective. */
+    const int live = t - *since >= LIVENESS_SECONDS && (*polls & 255u) == 1u;
+    int rc = wait_trouble(n, kind, peers, npeers, i, target, t, *since, live);
     return rc == PMC_OK ? PMC_PENDING : rc;
 }
 
