@@ -37,6 +37,11 @@ _pmc_scan = lib.pmc_scan
 _pmc_exscan = lib.pmc_exscan
 _NULL = ffi.NULL
 _OP_CODES = {op.handle: code for op, code, _ in elements.OPS}
+# The fast paths remember their last call's arrays (and keep them alive, so
+# their data pointers and sizes cannot change): a loop that calls the same
+# collective on the same arrays skips the buffer checks after the first call.
+_NONE = object()
+_EMPTY = (_NONE,) * 10
 _ELEM_CACHE: dict[Any, Optional[int]] = {}
 
 
@@ -140,10 +145,12 @@ class Comm:
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
         cfg.cma_min = config.value("PYMCOLL_CMA_MIN")
+        cfg.flat_max = config.value("PYMCOLL_REDUCE_FLAT_MAX")
         cfg.copy = config.COPY_MODES.index(config.value("PYMCOLL_COPY"))
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
         self._orphans: list = []  # freed-while-active requests: (handle, call)
+        self._forget_calls()
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
         out = ffi.new("pmc_comm **")
@@ -196,6 +203,12 @@ class Comm:
             for h, _ in self._orphans:
                 lib.pmc_request_free(h)
             self._orphans = []
+            self._forget_calls()
+
+    def _forget_calls(self) -> None:
+        self._last_bcast = self._last_allgather = self._last_allreduce = _EMPTY
+        self._last_gather = self._last_scatter = self._last_alltoall = _EMPTY
+        self._last_reduction: dict = {}
 
     # -- running prepared calls ---------------------------------------------
     def _run(self, call: calls.Call) -> None:
@@ -301,6 +314,12 @@ class Comm:
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
+        last = self._last_bcast
+        if buf is last[0] and root == last[1]:
+            rc = _pmc_bcast(self._handle, last[2], last[3], root)
+            if rc:
+                self._check(rc, "Bcast")
+            return
         # Fast path: a contiguous numpy array and a valid root.
         if type(buf) is _ndarray and type(root) is int and 0 <= root < self._size:
             try:
@@ -311,6 +330,7 @@ class Comm:
                 rc = _pmc_bcast(self._handle, p, len(p), root)
                 if rc:
                     self._check(rc, "Bcast")
+                self._last_bcast = (buf, root, p, len(p))
                 return
         self._run(calls.prepare_bcast(self, buf, root))
 
@@ -319,6 +339,12 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
         """
+        last = self._last_allgather
+        if sendbuf is last[0] and recvbuf is last[1]:
+            rc = _pmc_allgather(self._handle, last[2], last[3], last[4])
+            if rc:
+                self._check(rc, "Allgather")
+            return
         # Fast path: contiguous numpy arrays whose sizes agree.
         if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
             try:
@@ -334,6 +360,7 @@ class Comm:
                     rc = _pmc_allgather(self._handle, sp, rp, block)
                     if rc:
                         self._check(rc, "Allgather")
+                    self._last_allgather = (sendbuf, recvbuf, sp, rp, block)
                     return
         self._run(calls.prepare_allgather(self, sendbuf, recvbuf))
 
@@ -344,6 +371,12 @@ class Comm:
         result is the same bits on every rank. A user-defined op runs in the
         wrapped MPI communicator.
         """
+        last = self._last_allreduce
+        if sendbuf is last[0] and recvbuf is last[1] and op is last[2] and recvbuf.dtype is last[3]:
+            rc = _pmc_allreduce(self._handle, last[4], last[5], last[6], last[7], last[8])
+            if rc:
+                self._reduction_error(rc, "Allreduce", last[7], last[8])
+            return
         # Fast path: contiguous numpy arrays of one predefined element type.
         if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
             code = _elem_of_dtype(recvbuf.dtype)
@@ -359,6 +392,7 @@ class Comm:
                     rc = _pmc_allreduce(self._handle, sp, rp, recvbuf.size, code, opc)
                     if rc:
                         self._reduction_error(rc, "Allreduce", code, opc)
+                    self._last_allreduce = (sendbuf, recvbuf, op, recvbuf.dtype, sp, rp, recvbuf.size, code, opc)
                     return
         self._run(calls.prepare_allreduce(self, sendbuf, recvbuf, op))
 
@@ -379,6 +413,14 @@ class Comm:
                         root: Optional[int] = None, receives: bool = True) -> bool:
         """Numpy arrays of one predefined type and a predefined op straight to
         the core; False when the general path must take the call."""
+        last = self._last_reduction.get(fn, _EMPTY)
+        if (sendbuf is last[0] and recvbuf is last[1] and op is last[2] and root == last[3]
+                and (sendbuf if recvbuf is None else recvbuf).dtype is last[4]):
+            args = last[5]
+            rc = fn(self._handle, *args)
+            if rc:
+                self._reduction_error(rc, self._name_of_fn(fn), args[3], args[4])
+            return True
         opc = _OP_CODES.get(getattr(op, "handle", None))
         if opc is None or (receives and recvbuf is None):
             return False
@@ -400,10 +442,11 @@ class Comm:
             rp = _nd(recvbuf, True)
             if rp is None or recvbuf.dtype != ref.dtype or (sp is not _NULL and recvbuf.size != count):
                 return False
-        rc = fn(self._handle, sp, rp, count, code, opc) if root is None else fn(self._handle, sp, rp, count, code,
-                                                                               opc, root)
+        args = (sp, rp, count, code, opc) if root is None else (sp, rp, count, code, opc, root)
+        rc = fn(self._handle, *args)
         if rc:
             self._reduction_error(rc, self._name_of_fn(fn), code, opc)
+        self._last_reduction[fn] = (sendbuf, recvbuf, op, root, ref.dtype, args)
         return True
 
     @staticmethod
@@ -417,6 +460,12 @@ class Comm:
         `recvbuf` matters only at the root; the root may pass
         ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
         """
+        last = self._last_gather
+        if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
+            rc = _pmc_gather(self._handle, last[3], last[4], last[5], root)
+            if rc:
+                self._check(rc, "Gather")
+            return
         if type(root) is int and 0 <= root < self._size:
             at_root = root == self._rank
             sp = _NULL if sendbuf is _IN_PLACE and at_root else _nd(sendbuf, False)
@@ -427,6 +476,7 @@ class Comm:
                     rc = _pmc_gather(self._handle, sp, rp, block, root)
                     if rc:
                         self._check(rc, "Gather")
+                    self._last_gather = (sendbuf, recvbuf, root, sp, rp, block)
                     return
         self._run(calls.prepare_gather(self, sendbuf, recvbuf, root))
 
@@ -441,6 +491,12 @@ class Comm:
         `sendbuf` matters only at the root, which may pass
         ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
         """
+        last = self._last_scatter
+        if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
+            rc = _pmc_scatter(self._handle, last[3], last[4], last[5], root)
+            if rc:
+                self._check(rc, "Scatter")
+            return
         if type(root) is int and 0 <= root < self._size:
             at_root = root == self._rank
             rp = _NULL if recvbuf is _IN_PLACE and at_root else _nd(recvbuf, True)
@@ -451,6 +507,7 @@ class Comm:
                     rc = _pmc_scatter(self._handle, sp, rp, block, root)
                     if rc:
                         self._check(rc, "Scatter")
+                    self._last_scatter = (sendbuf, recvbuf, root, sp, rp, block)
                     return
         self._run(calls.prepare_scatter(self, sendbuf, recvbuf, root))
 
@@ -469,12 +526,19 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
         """
+        last = self._last_alltoall
+        if sendbuf is last[0] and recvbuf is last[1]:
+            rc = _pmc_alltoall(self._handle, last[2], last[3], last[4])
+            if rc:
+                self._check(rc, "Alltoall")
+            return
         rp = _nd(recvbuf, True)
         sp = _NULL if sendbuf is _IN_PLACE else _nd(sendbuf, False)
         if rp is not None and sp is not None and len(rp) % self._size == 0 and (sp is _NULL or len(sp) == len(rp)):
             rc = _pmc_alltoall(self._handle, sp, rp, len(rp) // self._size)
             if rc:
                 self._check(rc, "Alltoall")
+            self._last_alltoall = (sendbuf, recvbuf, sp, rp, len(rp) // self._size)
             return
         self._run(calls.prepare_alltoall(self, sendbuf, recvbuf))
 

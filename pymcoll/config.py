@@ -218,7 +218,10 @@ OPTIONS: dict[str, Option] = {
                "shared heap, CMA for other buffers); auto chooses by size"),
         Option("PYMCOLL_INLINE_MAX", 56, parse_inline_max,
                "largest payload per rank (bytes) sent inline in the flag's cache line"),
-        Option("PYMCOLL_CMA_MIN", 64 << 10, parse_bytes,
+        Option("PYMCOLL_REDUCE_FLAT_MAX", 4 << 10, parse_bytes,
+               "largest vector (bytes) that every receiver of Allreduce/Reduce combines whole from all "
+               "inputs (one step); longer vectors are split into slices reduced in parallel"),
+        Option("PYMCOLL_CMA_MIN", 16 << 10, parse_bytes,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
                "copy in/copy out"),
     )

@@ -66,6 +66,7 @@ typedef struct pmc_config {
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 56 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
+    uint64_t flat_max;       /* largest vector every receiver reduces whole (above: slices) */
     int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
 } pmc_config;
@@ -98,7 +99,8 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_CHUNK_BYTES (64u << 10)
 #define PMC_DEFAULT_INLINE_MAX 56u
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
-#define PMC_DEFAULT_CMA_MIN (64u << 10)
+#define PMC_DEFAULT_FLAT_MAX (4u << 10)
+#define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */
 
 /* Fills cfg with the defaults (what zero fields mean). */
 void pmc_config_defaults(pmc_config *cfg);

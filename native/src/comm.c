@@ -183,18 +183,20 @@ static int node_cpu_count(pmc_comm *c, int *out)
  * hang, so creation fails instead, naming the setting. */
 static int agree_tuning(pmc_comm *c)
 {
-    enum { N = 3 + PMC_COLL_COUNT };
+    enum { N = 4 + PMC_COLL_COUNT };
     int64_t v[2 * N];
     v[0] = (int64_t)c->inline_max;
     v[1] = (int64_t)c->cma_min;
     v[2] = c->copy;
-    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[3 + i] = c->algorithm[i];
+    v[3] = (int64_t)c->flat_max;
+    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[4 + i] = c->algorithm[i];
     for (int i = 0; i < N; ++i) v[N + i] = -v[i];
     CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, v, 2 * N, MPI_INT64_T, MPI_MAX, c->comm));
     for (int i = 0; i < N; ++i) {
         if (v[i] == -v[N + i]) continue;
-        const char *what = i == 0 ? "PYMCOLL_INLINE_MAX" : i == 1 ? "PYMCOLL_CMA_MIN" : i == 2 ? "PYMCOLL_COPY"
-                                                                                         : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
+        static const char *const names[] = {"PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_COPY",
+                                             "PYMCOLL_REDUCE_FLAT_MAX"};
+        const char *what = i < 4 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
         return pmc_fail(c, PMC_ERR_ARG, "%s differs across ranks (from %lld to %lld); every rank must use the "
                         "same tuning, or ranks would take different paths and hang", what,
                         (long long)-v[N + i], (long long)v[i]);
@@ -304,6 +306,7 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->chunk_bytes = PMC_DEFAULT_CHUNK_BYTES;
     cfg->inline_max = PMC_DEFAULT_INLINE_MAX;
     cfg->heap_bytes = PMC_DEFAULT_HEAP_BYTES;
+    cfg->flat_max = PMC_DEFAULT_FLAT_MAX;
     cfg->cma_min = PMC_DEFAULT_CMA_MIN;
     cfg->shm_dir = "/dev/shm";
 }
@@ -323,6 +326,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
     if (cfg.cma_min == 0) cfg.cma_min = dflt.cma_min;
+    if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
     if (cfg.copy < PMC_COPY_AUTO || cfg.copy > PMC_COPY_DIRECT) return PMC_ERR_ARG;
     for (int i = 0; i < 16; ++i)
         if (cfg.algorithm[i] < PMC_ALGO_AUTO || cfg.algorithm[i] > PMC_ALGO_MPI) return PMC_ERR_ARG;
@@ -340,6 +344,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     c->check = cfg.check != 0;
     c->inline_max = cfg.inline_max;
     c->cma_min = cfg.cma_min;
+    c->flat_max = cfg.flat_max;
     c->copy = cfg.copy;
     for (int i = 1; i < PMC_COLL_COUNT; ++i) c->algorithm[i] = cfg.algorithm[i - 1];
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);

@@ -35,6 +35,7 @@ struct pmc_comm {
     int check;          /* PYMCOLL_CHECK: agree on arguments before each collective */
     uint64_t inline_max; /* tuning table (agreed at creation) */
     uint64_t cma_min;
+    uint64_t flat_max;
     int copy;
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */

@@ -21,6 +21,8 @@ int pmc_allreduce_run(pmc_op *op)
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1, PMC_INLINE_ALL));
+    } else if (c->nnodes == 1 && a->count * (uint64_t)pmc_dtype_size(a->dtype) <= c->flat_max) {
+        PMC_AWAIT(f, pmc_reduce_node_flat(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, c->size));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
     } else {
@@ -47,6 +49,9 @@ int pmc_reduce_run(pmc_op *op)
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root,
                                             PMC_INLINE_ALL));
+    } else if (c->nnodes == 1 && a->count * (uint64_t)pmc_dtype_size(a->dtype) <= c->flat_max) {
+        PMC_AWAIT(f, pmc_reduce_node_flat(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op,
+                                          c->rank == a->root ? c->size : 0));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else {

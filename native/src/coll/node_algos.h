@@ -65,6 +65,10 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
  * (Exscan: local rank 0's recv is left alone). */
 int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                   int exclusive);
+/* Every rank contributes; this rank combines the inputs of local ranks
+ * 0 .. upto-1 in rank order into recv (upto 0: it only contributes). */
+int pmc_reduce_node_flat(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                         int upto);
 
 /* Tiny messages (payload per rank <= PMC_INLINE_BYTES) through the inline
  * lines, one step. gather: root < 0 gathers to all. reduce: kind says which

@@ -1,6 +1,9 @@
-/* Prefix reductions within a node: every rank copies its input in chunk by
- * chunk and combines the regions of the ranks before it (and its own, for
- * Scan) in rank order into its receive buffer. */
+/* Reductions where each receiver combines whole inputs itself: every rank
+ * copies its input in chunk by chunk and combines the regions of ranks
+ * 0 .. upto-1 in rank order into its receive buffer. Prefix reductions
+ * (Scan: upto = rank + 1, Exscan: rank) and, for short vectors, Allreduce
+ * and Reduce (upto = all ranks at the receivers): one step per chunk
+ * instead of the slice algorithm's two. */
 #include <string.h>
 
 #include "../comm.h"
@@ -12,6 +15,13 @@
 int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                   int exclusive)
 {
+    const int me = op->c->node_ctx.local_rank;
+    return pmc_reduce_node_flat(op, f, send, recv, count, dtype, rop, exclusive ? me : me + 1);
+}
+
+int pmc_reduce_node_flat(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                         int upto)
+{
     pmc_node *n = &op->c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
@@ -22,7 +32,6 @@ int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = region / cell;
     const uint64_t per_chunk = cell / esize;
-    const int upto = exclusive ? me : me + 1; /* regions 0 .. upto-1 make my result */
     const unsigned char *in = send;
     unsigned char *out = recv;
 
@@ -32,7 +41,7 @@ int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64
         return PMC_OK;
     }
     if (L == 1) {
-        if (!exclusive && send != recv) memmove(recv, send, count * esize);
+        if (upto > 0 && send != recv) memmove(recv, send, count * esize);
         f->pc = 0;
         return PMC_OK;
     }
