@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
-# test_segment and test_node_algos once, test_comm_mpi under mpiexec with
+# test_segment and test_node_algos once, test_comm_mpi and test_requests_mpi under mpiexec with
 # 1, 2, 3 and 4 ranks. With --valgrind it also runs the two non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
 #
@@ -29,7 +29,7 @@ failed=()
 
 # Two cores are shared with other work: build with two jobs.
 jobs=${PMC_TEST_JOBS:-2}
-tests=(test_segment test_node_algos test_comm_mpi)
+tests=(test_segment test_node_algos test_comm_mpi test_requests_mpi)
 
 configure() { # dir, extra meson options...: output shown only on failure
     local dir=$1
@@ -89,6 +89,7 @@ if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then
 fi
 for n in 1 2 3 4; do
     ASAN_OPTIONS=$asan_mpi run "test_comm_mpi -n $n" mpiexec "${mpiexec_args[@]}" -n "$n" "$bin/test_comm_mpi"
+    ASAN_OPTIONS=$asan_mpi run "test_requests_mpi -n $n" mpiexec "${mpiexec_args[@]}" -n "$n" "$bin/test_requests_mpi"
 done
 
 if [ "$use_valgrind" -eq 1 ]; then
