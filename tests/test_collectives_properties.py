@@ -24,12 +24,17 @@ CONFIGS = [
     (5, {"PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "2K"}),
     (3, {"PYMCOLL_SHM": "off"}),
     (3, {"PYMCOLL_CHECK": "1", "PYMCOLL_NODE_SIZE": "2"}),
+    # Every data path forced where it can carry the call.
+    (3, {"PYMCOLL_COPY": "inline"}),
+    (4, {"PYMCOLL_COPY": "cico"}),
+    (4, {"PYMCOLL_COPY": "cma"}),
+    (3, {"PYMCOLL_COPY": "cma", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "1K"}),
 ]
 
 
 def _id(cfg: tuple) -> str:
     n, env = cfg
-    return f"np{n}-" + ("-".join(f"{k[8:].lower()}={v}" for k, v in env.items()) or "default")
+    return f"np{n}-" + ("-".join(f"{k[8:].lower()}-{v}" for k, v in env.items()) or "default")
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
@@ -37,6 +42,15 @@ def test_every_collective_every_form(cfg: tuple) -> None:
     n, env = cfg
     proc = run_mpi(n, "prop_collectives", "--examples", EXAMPLES,
                    env={"PYMCOLL_TIMEOUT": "60", **env}, timeout=600)
+    assert "OK" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("n", [2, 4], ids=lambda n: f"np{n}")
+def test_direct_path_with_heap_buffers(n: int) -> None:
+    # Buffers from pymcoll.alloc(): peers copy straight from the shared heap.
+    proc = run_mpi(n, "prop_collectives", "--examples", EXAMPLES, "--heap", "--forms", "blocking",
+                   env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_COPY": "direct", "PYMCOLL_HEAP_SIZE": "64M"},
+                   timeout=600)
     assert "OK" in proc.stdout, proc.stdout[-2000:]
 
 

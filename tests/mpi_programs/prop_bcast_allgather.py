@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 import pymcoll
 import pymcoll.testing as pt
+from pymcoll import config
 
 from .common import CI, main
 
@@ -32,11 +33,15 @@ FORMS = ("plain", "typed", "counted", "torch")
 
 def thresholds(layout: pymcoll.Layout) -> list[int]:
     """Block sizes where the data path changes: chunk and cell boundaries,
-    computed for every node size present so that all ranks agree."""
+    computed for every node size present so that all ranks agree, and the
+    tuning table's switch points (inline, single copy, whole-vector
+    reductions)."""
     edges = {layout.chunk_bytes, layout.data_bytes, 2 * layout.chunk_bytes}
     for local in range(layout.min_local, layout.max_local + 1):
         region = (layout.data_bytes // local) // 64 * 64
         edges.add(min(region // 2 // 64 * 64, 1 << 20))
+    for name in ("PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_REDUCE_FLAT_MAX"):
+        edges.add(int(config.value(name)))
     return sorted(e for e in edges if e > 0)
 
 
