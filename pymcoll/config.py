@@ -94,10 +94,10 @@ def parse_algorithm(text: str, name: str) -> str:
 
 
 def parse_inline_max(text: str, name: str) -> int:
-    """Parse the largest inline payload: 1 to 56 bytes."""
+    """Parse the largest inline payload: 1 to 48 bytes."""
     value = parse_bytes(text, name)
-    if value > 56:
-        raise ValueError(f"{name}={text!r}: an inline line carries at most 56 bytes")
+    if value > 48:
+        raise ValueError(f"{name}={text!r}: an inline line carries at most 48 bytes")
     return value
 
 
@@ -213,10 +213,10 @@ OPTIONS: dict[str, Option] = {
                "file of NAME=VALUE lines setting any of these options (the environment wins)"),
         Option("PYMCOLL_COPY", "auto", parse_copy,
                "force a data path within a node where it can carry the call: inline (payload in the "
-               "flag's cache line, up to 56 bytes per rank), cico (copy in/copy out through the "
+               "flag's cache line, up to 48 bytes per rank), cico (copy in/copy out through the "
                "segment), cma (single copy with process_vm_readv), direct (single copy from the "
                "shared heap, CMA for other buffers); auto chooses by size"),
-        Option("PYMCOLL_INLINE_MAX", 56, parse_inline_max,
+        Option("PYMCOLL_INLINE_MAX", 48, parse_inline_max,
                "largest payload per rank (bytes) sent inline in the flag's cache line"),
         Option("PYMCOLL_REDUCE_FLAT_MAX", 4 << 10, parse_bytes,
                "largest vector (bytes) that every receiver of Allreduce/Reduce combines whole from all "

@@ -64,7 +64,7 @@ typedef struct pmc_config {
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
-    uint64_t inline_max;     /* largest payload per rank sent inline (capped at 56 bytes) */
+    uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
     uint64_t flat_max;       /* largest vector every receiver reduces whole (above: slices) */
     int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
@@ -97,7 +97,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_TIMEOUT 300.0
 #define PMC_DEFAULT_SHM_BYTES (4u << 20)
 #define PMC_DEFAULT_CHUNK_BYTES (64u << 10)
-#define PMC_DEFAULT_INLINE_MAX 56u
+#define PMC_DEFAULT_INLINE_MAX 48u
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
 #define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */

@@ -75,7 +75,9 @@ static inline pmc_flag *pmc_inline_line(const pmc_node *n, int rank, uint64_t s)
 {
     return n->seg.inl + (size_t)rank * PMC_INLINE_SLOTS + (size_t)(s % PMC_INLINE_SLOTS);
 }
-static inline unsigned char *pmc_inline_payload(pmc_flag *line) { return (unsigned char *)line->pad; }
+/* The payload starts 16 bytes into the line, so that long double and
+ * complex elements are aligned for the reduction kernels. */
+static inline unsigned char *pmc_inline_payload(pmc_flag *line) { return (unsigned char *)line + 16; }
 
 /* Rollover-safe "a >= b" for step numbers. */
 static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
