@@ -96,7 +96,6 @@ static void op_complete(pmc_comm *c, pmc_op *op, int rc)
     c->queue_head = op->next;
     if (c->queue_head == NULL) c->queue_tail = NULL;
     op->next = NULL;
-    op->queued = 0;
     op->active = 0;
     op->status = pmc_coll_leave(c, rc);
     if (rc != PMC_OK) {
@@ -120,8 +119,6 @@ static int progress_locked(pmc_comm *c, int blocking, const pmc_op *until)
     }
     return PMC_OK;
 }
-
-int pmc_drain(pmc_comm *c) { return progress_locked(c, 1, NULL); }
 
 static int check_args(pmc_comm *c, pmc_args *a)
 {
@@ -239,7 +236,6 @@ int pmc_request_start(pmc_request *op)
     }
     op_reset(op);
     op->active = 1;
-    op->queued = 1;
     op->status = PMC_OK;
     op->next = NULL;
     if (c->queue_tail) c->queue_tail->next = op;
@@ -363,8 +359,7 @@ void pmc_ops_shutdown(pmc_comm *c)
         pmc_op *next = op->reg_next;
         if (op->active) op->status = PMC_ERR_BROKEN;
         op->active = 0;
-        op->queued = 0;
-        op->next = NULL;
+            op->next = NULL;
         op->c = NULL;
         op->reg_prev = op->reg_next = NULL;
         if (op->orphan) request_release(op);

@@ -48,7 +48,6 @@ struct pmc_request {
     int persistent;
     int blocking;          /* waits block (1) or return PMC_PENDING (0) */
     int active;            /* started and not yet completed */
-    int queued;
     int orphan;            /* freed by the user while active: free on completion */
     int status;            /* of the last completed run */
     uint64_t seq;          /* collective number on its communicator */
@@ -100,8 +99,5 @@ typedef struct pmc_coll_entry {
 
 /* The table, indexed by PMC_COLL_*. */
 const pmc_coll_entry *pmc_coll_table(int coll);
-
-/* Runs all queued ops of c to completion (blocking). */
-int pmc_drain(struct pmc_comm *c);
 
 #endif
