@@ -20,20 +20,13 @@ from ._native import ffi, lib
 from .elements import code_of_datatype, code_of_object
 
 
-@dataclass
-class Message:
-    """A contiguous byte range for the core, plus what keeps it alive."""
+class _Packing:
+    """Packing and unpacking of a message whose datatype is not contiguous:
+    keep[0] is the packed bytearray, pack_from / unpack_to the user's side."""
 
-    ptr: Any  # cffi pointer (or NULL)
-    nbytes: int  # bytes the collective moves for this message
-    capacity: int  # bytes available at ptr
-    itemsize: int
-    keep: list = field(default_factory=list)
-    # Set when a non-contiguous datatype was packed: unpack after receiving.
-    unpack_to: Optional[tuple] = None  # (user pointer, count, datatype)
-    elem: Optional[int] = None  # element type code (pymcoll.elements), None if unknown
-    # Set when a non-contiguous datatype was packed for sending: (user pointer, count, datatype).
-    pack_from: Optional[tuple] = None
+    keep: list
+    pack_from: Optional[tuple]
+    unpack_to: Optional[tuple]
 
     def repack(self) -> None:
         """Pack the user's data again (before each start of a persistent call)."""
@@ -48,6 +41,22 @@ class Message:
         rc = lib.pmc_unpack(datatype.handle, ffi.from_buffer(packed), len(packed), target, count)
         if rc != lib.PMC_OK:
             raise ValueError(f"unpacking {count} elements of a derived datatype failed (status {rc})")
+
+
+@dataclass
+class Message(_Packing):
+    """A contiguous byte range for the core, plus what keeps it alive."""
+
+    ptr: Any  # cffi pointer (or NULL)
+    nbytes: int  # bytes the collective moves for this message
+    capacity: int  # bytes available at ptr
+    itemsize: int
+    keep: list = field(default_factory=list)
+    # Set when a non-contiguous datatype was packed: unpack after receiving.
+    unpack_to: Optional[tuple] = None  # (user pointer, count, datatype)
+    elem: Optional[int] = None  # element type code (pymcoll.elements), None if unknown
+    # Set when a non-contiguous datatype was packed for sending: (user pointer, count, datatype).
+    pack_from: Optional[tuple] = None
 
 
 def _pack(source: Optional[tuple], packed: bytearray) -> None:
@@ -204,7 +213,7 @@ def _split(msg: Message, arg: str, blocks: int, count: int, size: int) -> Messag
 
 
 @dataclass
-class VMessage:
+class VMessage(_Packing):
     """A vector message (the v-collectives): one buffer, per-rank byte blocks."""
 
     ptr: Any
@@ -214,20 +223,6 @@ class VMessage:
     unpack_to: Optional[tuple] = None  # (user pointer, count, datatype) after receiving
     elem: Optional[int] = None
     pack_from: Optional[tuple] = None
-
-    def repack(self) -> None:
-        """Pack the user's data again (before each start of a persistent call)."""
-        _pack(self.pack_from, self.keep[0])
-
-    def finish(self) -> None:
-        """Copy a packed receive message back into the user's layout."""
-        if self.unpack_to is None:
-            return
-        target, count, datatype = self.unpack_to
-        packed = self.keep[0]
-        rc = lib.pmc_unpack(datatype.handle, ffi.from_buffer(packed), len(packed), target, count)
-        if rc != lib.PMC_OK:
-            raise ValueError(f"unpacking {count} elements of a derived datatype failed (status {rc})")
 
 
 def _int_list(values: Any, arg: str, what: str, size: int) -> list:

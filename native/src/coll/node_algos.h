@@ -8,6 +8,7 @@
 #define PMC_COLL_NODE_ALGOS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "../node/node.h"
 #include "../op.h"
@@ -54,6 +55,36 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
  * send may equal recv (in place). */
 int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
                               int dtype, int rop, int root);
+
+/* The PMC_LAYOUT_SLICES data area: one input region per local rank, each a
+ * ring of cells of whole elements, one step per chunk. */
+typedef struct pmc_slices {
+    uint64_t region, cell, ncells, per_chunk;
+} pmc_slices;
+
+static inline pmc_slices pmc_slices_of(const pmc_node *n, uint64_t esize)
+{
+    pmc_slices g;
+    g.region = (n->seg.data_bytes / (uint64_t)n->local_size) & ~(uint64_t)63;
+    g.cell = g.region / 2;
+    if (g.cell > ((uint64_t)1 << 18)) g.cell = (uint64_t)1 << 18;
+    g.cell &= ~(uint64_t)63;
+    if (g.cell < 64) g.cell = 64; /* no segment (a node of one rank): nothing is copied */
+    g.ncells = g.region / g.cell;
+    g.per_chunk = g.cell / esize;
+    return g;
+}
+
+/* Copies chunk k of `in` (total elements) into this rank's cell of step s
+ * and publishes it. */
+static inline void pmc_slices_copy_in(pmc_node *n, const pmc_slices *g, uint64_t s, uint64_t lstep,
+                                      const unsigned char *in, uint64_t k, uint64_t total, uint64_t esize)
+{
+    const uint64_t first = k * g->per_chunk, m = total - first < g->per_chunk ? total - first : g->per_chunk;
+    memcpy(n->seg.data + (uint64_t)n->local_rank * g->region + pmc_cell_of(s, g->ncells, lstep) * g->cell,
+           in + first * esize, m * esize);
+    pmc_node_post(n, PMC_FLAG_SEQ, s);
+}
 
 /* Reduce-scatter: local rank i receives elements [off_i, off_i + counts[i])
  * of the reduction (counts NULL: `block` each), reduced by itself straight

@@ -8,21 +8,14 @@
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
 
-#define MAX_CELL ((uint64_t)1 << 18)
-
 int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                    const uint64_t *counts, int dtype, int rop)
 {
     pmc_node *n = &op->c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
-    const uint64_t region = (n->seg.data_bytes / (uint64_t)L) & ~(uint64_t)63;
-    uint64_t cell = region / 2;
-    if (cell > MAX_CELL) cell = MAX_CELL;
-    cell &= ~(uint64_t)63;
-    if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
-    const uint64_t ncells = region / cell;
-    const uint64_t per_chunk = cell / esize;
+    const pmc_slices g = pmc_slices_of(n, esize);
+    const uint64_t region = g.region, cell = g.cell, ncells = g.ncells, per_chunk = g.per_chunk;
     const unsigned char *in = send;
     unsigned char *out = recv;
     /* My block [lo, hi) of the whole vector, and the vector's length. */
@@ -45,13 +38,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
     for (f->k = 0; f->k < f->n; ++f->k) {
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
                                  pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
-        {
-            const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
-            const uint64_t m = total - first < per_chunk ? total - first : per_chunk;
-            memcpy(n->seg.data + (uint64_t)me * region + pmc_cell_of(s, ncells, f->lstep) * cell, in + first * esize,
-                   m * esize);
-            pmc_node_post(n, PMC_FLAG_SEQ, s);
-        }
+        pmc_slices_copy_in(n, &g, f->base + f->k + 1, f->lstep, in, f->k, total, esize);
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, L - 1, f->base + f->k + 1));
         {
             const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
