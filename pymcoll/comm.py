@@ -35,6 +35,7 @@ _pmc_alltoall = lib.pmc_alltoall
 _pmc_reduce_scatter_block = lib.pmc_reduce_scatter_block
 _pmc_scan = lib.pmc_scan
 _pmc_exscan = lib.pmc_exscan
+_pmc_run = lib.pmc_run
 _NULL = ffi.NULL
 _OP_CODES = {op.handle: code for op, code, _ in elements.OPS}
 # The fast paths remember their last call's arrays (and keep them alive, so
@@ -50,6 +51,44 @@ def _elem_of_dtype(dtype: Any) -> Optional[int]:
     if code == -1:
         code = _ELEM_CACHE[dtype] = elements.code_of_numpy(dtype)
     return code
+
+
+def _snap(value: Any) -> Any:
+    """A value of a buffer spec as it is now: counts and displacements copied
+    (the caller may change its lists in place), other objects by identity
+    (the recall cache keeps them alive, so the identity cannot be reused)."""
+    t = type(value)
+    if t is list:
+        return tuple(value)
+    if t is tuple:
+        return tuple([_snap(v) for v in value])
+    if t is _ndarray:
+        return tuple(value.tolist())
+    if t is int or value is None:
+        return value
+    return id(value)
+
+
+def _spec_key(spec: Any) -> Any:
+    """What must be equal for a call to reuse the last call's prepared
+    arguments: the same numpy array (a numpy array cannot move or resize
+    while the prepared call holds its buffer), its dtype, equal counts and
+    displacements, the same datatype. None when the spec cannot be reused."""
+    t = type(spec)
+    if t is _ndarray:
+        return id(spec), spec.dtype
+    if (t is list or t is tuple) and spec:
+        buf = spec[0]
+        if type(buf) is not _ndarray:
+            return None
+        if len(spec) == 4:  # [buf, counts, displs, datatype], spelled out: this runs on every v-call
+            c, d = spec[1], spec[2]
+            return (id(buf), buf.dtype, tuple(c) if type(c) is list else _snap(c),
+                    tuple(d) if type(d) is list else _snap(d), id(spec[3]))
+        return (id(buf), buf.dtype, len(spec), *map(_snap, spec[1:]))
+    if spec is None or spec is _IN_PLACE:
+        return id(spec)
+    return None
 
 
 def _nd(buf: Any, writable: bool) -> Any:
@@ -209,6 +248,28 @@ class Comm:
         self._last_bcast = self._last_allgather = self._last_allreduce = _EMPTY
         self._last_gather = self._last_scatter = self._last_alltoall = _EMPTY
         self._last_reduction: dict = {}
+        self._recalled: dict = {}
+
+    def _recall(self, name: str, key: tuple, prepare: Callable[..., calls.Call], *args: Any) -> None:
+        """Blocking run that reuses the last call's prepared arguments when
+        `key` is equal (a loop over the same arrays and counts skips parsing
+        the v-form specs, which costs more than the collective)."""
+        last = self._recalled.get(name)
+        if last is not None and last[0] == key:
+            call = last[1]
+            if call.before:
+                for step in call.before:
+                    step()
+            rc = _pmc_run(self._handle, call.args)
+            if rc:
+                self._check(rc, name)
+            if call.after:
+                call.finish()
+            return
+        call = prepare(self, *args)
+        if call.delegate is None and None not in key:
+            self._recalled[name] = (key, call, args)
+        self._run(call)
 
     # -- running prepared calls ---------------------------------------------
     def _run(self, call: calls.Call) -> None:
@@ -483,7 +544,8 @@ class Comm:
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Gather blocks of different sizes: at the root `recvbuf` is
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
-        self._run(calls.prepare_gatherv(self, sendbuf, recvbuf, root))
+        self._recall("Gatherv", (_spec_key(sendbuf), _spec_key(recvbuf), root), calls.prepare_gatherv,
+                     sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
@@ -514,12 +576,14 @@ class Comm:
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Scatter blocks of different sizes: at the root `sendbuf` is
         ``[buf, counts, displs, datatype]``."""
-        self._run(calls.prepare_scatterv(self, sendbuf, recvbuf, root))
+        self._recall("Scatterv", (_spec_key(sendbuf), _spec_key(recvbuf), root), calls.prepare_scatterv,
+                     sendbuf, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`."""
-        self._run(calls.prepare_allgatherv(self, sendbuf, recvbuf))
+        self._recall("Allgatherv", (_spec_key(sendbuf), _spec_key(recvbuf)), calls.prepare_allgatherv,
+                     sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Block j of every rank's `sendbuf` goes to rank j, landing in block i for sender i.
@@ -545,7 +609,8 @@ class Comm:
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Alltoall with per-rank counts and displacements on both sides:
         ``[buf, counts, displs, datatype]`` for `sendbuf` and `recvbuf`."""
-        self._run(calls.prepare_alltoallv(self, sendbuf, recvbuf))
+        self._recall("Alltoallv", (_spec_key(sendbuf), _spec_key(recvbuf)), calls.prepare_alltoallv,
+                     sendbuf, recvbuf)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802
         """Reduce `sendbuf` (size x n elements) with `op`; rank i gets block i (n elements).
@@ -562,7 +627,8 @@ class Comm:
                        op: Any = MPI.SUM) -> None:
         """Reduce `sendbuf` with `op`; rank i gets recvcounts[i] elements of the result
         (recvcounts None: equal blocks)."""
-        self._run(calls.prepare_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op))
+        self._recall("Reduce_scatter", (_spec_key(sendbuf), _spec_key(recvbuf), (_snap(recvcounts),), id(op)),
+                     calls.prepare_reduce_scatter, sendbuf, recvbuf, recvcounts, op)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""

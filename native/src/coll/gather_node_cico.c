@@ -29,10 +29,12 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     uint64_t cell = (region / 2) & ~(uint64_t)63;
     if (cell > MAX_CELL) cell = MAX_CELL;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
-    const uint64_t ncells = region / cell;
+    const uint64_t ncells = region / cell < PMC_MAX_CELLS ? region / cell : PMC_MAX_CELLS;
     const uint64_t mine = count_of(counts, block, me);
     unsigned char *out = recv;
     const unsigned char *in = send;
+
+#define CELL(s) pmc_cell_rot((s), ncells, f->lstep)
 
     PMC_CO_BEGIN(f);
     if (i_read && mine > 0 && send != out + displ_of(displs, block, me))
@@ -49,19 +51,20 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     f->lstep = pmc_node_use_layout(n, PMC_LAYOUT_REGIONS, f->base);
     for (f->k = 0; f->k < f->n; ++f->k) {
         if (i_write && f->k < chunks_of(mine, cell)) {
-            /* The cell's previous use was in an earlier collective, read by
+            /* The cell's last write was in an earlier collective, read by
              * any rank, or in this one, read by this collective's readers. */
-            if (pmc_step_geq(f->base, pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep))) {
+            if (pmc_step_geq(f->base, pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep))) {
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
-                                         pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                                         pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
             } else {
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, readers, nreaders,
-                                         pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                                         pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
             }
             {
                 const uint64_t s = f->base + f->k + 1, off = f->k * cell;
                 const uint64_t len = mine - off < cell ? mine - off : cell;
-                memcpy(n->seg.data + (uint64_t)me * region + pmc_cell_of(s, ncells, f->lstep) * cell, in + off, len);
+                memcpy(n->seg.data + (uint64_t)me * region + CELL(s) * cell, in + off, len);
+                n->cell_last[CELL(s)] = s;
                 pmc_node_post(n, PMC_FLAG_SEQ, s);
             }
         }
@@ -74,7 +77,7 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
                     const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(counts, block, peer);
                     const uint64_t len = total - off < cell ? total - off : cell;
                     memcpy(out + displ_of(displs, block, peer) + off,
-                           n->seg.data + (uint64_t)peer * region + pmc_cell_of(s, ncells, f->lstep) * cell, len);
+                           n->seg.data + (uint64_t)peer * region + CELL(s) * cell, len);
                 }
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
@@ -83,4 +86,5 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     n->step = f->base + (known ? f->n : PMC_STEP_STRIDE);
     pmc_node_post(n, PMC_FLAG_ACK, n->step);
     PMC_CO_END(f);
+#undef CELL
 }

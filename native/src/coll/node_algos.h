@@ -13,11 +13,6 @@
 #include "../node/node.h"
 #include "../op.h"
 
-/* Steps a collective whose chunk counts not every rank knows advances the
- * step counter by: beyond any chunk count, so all ranks agree on the next
- * step without telling each other their sizes. */
-#define PMC_STEP_STRIDE (UINT64_C(1) << 40)
-
 /* All local ranks post, all wait for all. */
 int pmc_barrier_node_flags(pmc_op *op, pmc_frame *f);
 /* Fan-in to local rank 0 (returns once every local rank arrived there). */

@@ -36,9 +36,10 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     uint64_t cell = (sub / 2) & ~(uint64_t)63;
     if (cell > MAX_CELL) cell = MAX_CELL;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
-    const uint64_t ncells = sub / cell;
+    const uint64_t ncells = sub / cell < PMC_MAX_CELLS ? sub / cell : PMC_MAX_CELLS;
     const unsigned char *in = send;
     unsigned char *out = recv;
+#define CELL(s) pmc_cell_rot((s), ncells, f->lstep)
 #define SUB(sender, receiver) \
     (n->seg.data + (uint64_t)(root < 0 ? (sender) : 0) * region + (uint64_t)(receiver) * sub)
 
@@ -58,28 +59,30 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
             f->n = chunks_of(count_of(rcounts, block, i), cell);
     }
     f->base = n->step;
-    f->lstep = pmc_node_use_layout(n, root < 0 ? PMC_LAYOUT_PAIRS : PMC_LAYOUT_SCATTER, f->base);
+    f->lstep = pmc_node_use_layout(n, root < 0 ? PMC_LAYOUT_PAIRS : PMC_LAYOUT_SCATTER + root, f->base);
     for (f->k = 0; f->k < f->n; ++f->k) {
         if (i_write) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
                 if (f->k >= chunks_of(count_of(scounts, block, n->others[f->j]), cell)) continue;
                 /* Only the receiver reads a sub-region within one collective;
-                 * a use in an earlier one may have had any reader. */
-                if (pmc_step_geq(f->base, pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep))) {
+                 * a use in an earlier one may have had any reader. The last
+                 * write is tracked per cell over all sub-regions: a later
+                 * step than this pair's own, so waiting for it is safe. */
+                if (pmc_step_geq(f->base, pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep))) {
                     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
-                                             pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                                             pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
                 } else {
                     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, &n->others[f->j], 1,
-                                             pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
+                                             pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
                 }
                 {
                     const int to = n->others[f->j];
                     const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(scounts, block, to);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(SUB(me, to) + pmc_cell_of(s, ncells, f->lstep) * cell,
-                           in + displ_of(sdispls, block, to) + off, len);
+                    memcpy(SUB(me, to) + CELL(s) * cell, in + displ_of(sdispls, block, to) + off, len);
                 }
             }
+            n->cell_last[CELL(f->base + f->k + 1)] = f->base + f->k + 1;
             pmc_node_post(n, PMC_FLAG_SEQ, f->base + f->k + 1);
         }
         if (i_read) {
@@ -91,14 +94,14 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                     const int from = root < 0 ? n->others[f->j] : root;
                     const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(out + landing(rdispls, block, from, root) + off,
-                           SUB(from, me) + pmc_cell_of(s, ncells, f->lstep) * cell, len);
+                    memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
                 }
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
         }
     }
 #undef SUB
+#undef CELL
     n->step = f->base + (known ? f->n : PMC_STEP_STRIDE);
     pmc_node_post(n, PMC_FLAG_ACK, n->step);
     PMC_CO_END(f);

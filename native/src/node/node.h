@@ -27,8 +27,18 @@ enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1, PMC_FLAG_LINE = 2 };
  * readers of the cell's previous use, not for the whole previous collective. */
 enum {
     PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS, PMC_LAYOUT_REGIONS, PMC_LAYOUT_REDUCE, PMC_LAYOUT_PAIRS,
-    PMC_LAYOUT_SCATTER, PMC_LAYOUT_SLICES
+    PMC_LAYOUT_SLICES,
+    /* + root: the root writes every sub-region, so a new root starts a new
+     * layout (its writes' cells are tracked by the writer only). */
+    PMC_LAYOUT_SCATTER
 };
+
+/* Collectives whose chunk counts not every rank knows advance the step
+ * counter by this: beyond any chunk count, so all ranks agree on the next
+ * step without telling each other their sizes. */
+#define PMC_STEP_STRIDE (UINT64_C(1) << 40)
+/* Cells a writer tracks (pmc_cell_rot rings have at most this many). */
+#define PMC_MAX_CELLS 64
 
 typedef struct pmc_node {
     pmc_segment seg;
@@ -40,6 +50,9 @@ typedef struct pmc_node {
     uint64_t chunk;         /* pipeline chunk in bytes */
     int layout;             /* current PMC_LAYOUT_* of the data area */
     uint64_t layout_step;   /* step at which the current layout began */
+    /* Step of this rank's last write into cell c of its own region(s), for
+     * the algorithms that index cells with pmc_cell_rot. */
+    uint64_t cell_last[PMC_MAX_CELLS];
     /* Context for error messages. */
     const char *coll;
     uint64_t coll_seq;
@@ -66,6 +79,7 @@ static inline uint64_t pmc_node_use_layout(pmc_node *n, int layout, uint64_t bas
     if (n->layout != layout) {
         n->layout = layout;
         n->layout_step = base;
+        for (int c = 0; c < PMC_MAX_CELLS; ++c) n->cell_last[c] = base;
     }
     return n->layout_step;
 }
@@ -95,6 +109,25 @@ static inline uint64_t pmc_cell_free_step(uint64_t s, uint64_t ncells, uint64_t 
 {
     const uint64_t prev = s - ncells;
     return pmc_step_geq(prev, layout_step) ? prev : layout_step;
+}
+
+/* Cell of step s for the algorithms whose writers track each cell's last
+ * write (cell_last): it turns one further per stride, so consecutive
+ * collectives of a stride each start in the next cell and pipeline as
+ * consecutive steps do. */
+static inline uint64_t pmc_cell_rot(uint64_t s, uint64_t ncells, uint64_t layout_step)
+{
+    const uint64_t d = s - layout_step;
+    return (d + d / PMC_STEP_STRIDE) % ncells;
+}
+
+/* Step whose acknowledgement lets this rank write cell c again: its last
+ * write there, or the layout's start (a switch resets cell_last to it:
+ * everything before a switch must be read first). */
+static inline uint64_t pmc_cell_last(const pmc_node *n, uint64_t c, uint64_t layout_step)
+{
+    const uint64_t last = n->cell_last[c];
+    return pmc_step_geq(last, layout_step) ? last : layout_step;
 }
 
 /* Wait until the `kind` flag of every rank in peers[0..npeers) is >= target.
