@@ -109,6 +109,13 @@ def _free_all() -> None:
         c._release()
 
 
+def forget_remembered_calls() -> None:
+    """Drop every communicator's remembered last calls and the arrays they
+    keep alive (pymcoll.alloc does this before it reports the heap full)."""
+    for c in list(_live):
+        c._forget_calls()
+
+
 def _raise_status(rc: int, handle: Any, what: str) -> None:
     msg = ffi.string(lib.pmc_comm_errmsg(handle)).decode(errors="replace") if handle != ffi.NULL else ""
     _raise_text(rc, msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}")

@@ -28,7 +28,7 @@ def alloc(shape: Any, dtype: Any, comm: Any) -> np.ndarray:
     has no local peer, or without a node segment, the array is ordinary
     memory (nobody could read it directly anyway).
     """
-    from .comm import Comm
+    from .comm import Comm, forget_remembered_calls
 
     if not isinstance(comm, Comm):
         raise TypeError(f"comm: expected a pymcoll.Comm, got {type(comm).__name__}")
@@ -48,6 +48,11 @@ def alloc(shape: Any, dtype: Any, comm: Any) -> np.ndarray:
         return np.empty(dims, dt)
     out = ffi.new("void **")
     rc = lib.pmc_heap_alloc(heap, nbytes, out)
+    if rc == lib.PMC_ERR_NOMEM:
+        # The communicators' remembered last calls may be what holds the
+        # space (they keep their arrays): let them go and try once more.
+        forget_remembered_calls()
+        rc = lib.pmc_heap_alloc(heap, nbytes, out)
     if rc == lib.PMC_ERR_NOMEM:
         arena, used, largest = ffi.new("uint64_t *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")
         lib.pmc_heap_stats(heap, arena, used, largest)

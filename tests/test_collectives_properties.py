@@ -47,9 +47,10 @@ def test_every_collective_every_form(cfg: tuple) -> None:
 
 @pytest.mark.parametrize("n", [2, 4], ids=lambda n: f"np{n}")
 def test_direct_path_with_heap_buffers(n: int) -> None:
-    # Buffers from pymcoll.alloc(): peers copy straight from the shared heap.
+    # Buffers from pymcoll.alloc(): peers copy straight from the shared heap. The
+    # heap holds a root's send and receive buffers at the largest size (4 MiB x 5 ranks).
     proc = run_mpi(n, "prop_collectives", "--examples", EXAMPLES, "--heap", "--forms", "blocking",
-                   env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_COPY": "direct", "PYMCOLL_HEAP_SIZE": "64M"},
+                   env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_COPY": "direct", "PYMCOLL_HEAP_SIZE": "256M"},
                    timeout=600)
     assert "OK" in proc.stdout, proc.stdout[-2000:]
 

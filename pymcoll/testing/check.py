@@ -67,9 +67,15 @@ class Failure:
     call: str                       # a call that reproduces it on the same ranks
     message: str                    # what went wrong, rank by rank
     first_case: Optional[dict[str, Any]] = None  # the first failing case seen, before shrinking
+    first_message: Optional[str] = None  # what went wrong there
 
     def __str__(self) -> str:
-        return f"{self.collective} [{self.layout}]: {self.message}\n    reproduce: {self.call}"
+        text = f"{self.collective} [{self.layout}]: {self.message}\n    reproduce: {self.call}"
+        if self.first_message is not None and self.first_message != self.message:
+            # Shrinking may rerun on a communicator the first failure broke:
+            # then only the first message says what went wrong.
+            text += f"\n    first failure: {self.first_case}: {self.first_message}"
+        return text
 
 
 @dataclass
@@ -235,6 +241,7 @@ def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_
                           f"# on every rank of a {size}-rank communicator ({lname} layout)"),
                     message=_message(found.messages),
                     first_case=found.first_case.kwargs() if found.first_case is not None else None,
+                    first_message=_message(found.first_messages) if found.first_case is not None else None,
                 ))
     finally:
         if probe is not None:
