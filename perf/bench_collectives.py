@@ -169,6 +169,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         "on iterations per block; 0.1 for a quick look (default 1)")
     p.add_argument("--blocks", type=int, default=10, help="timed blocks per implementation (default 10)")
     p.add_argument("--np", type=int, default=2, help="ranks to start when not under mpiexec (default 2)")
+    p.add_argument("--heap", action="store_true",
+                   help="buffers from pymcoll.alloc (the shared heap) for both implementations: pymcoll's "
+                        "direct path, peers memcpy straight from them (results get _heap in their name)")
     p.add_argument("--node-size", type=int, default=None,
                    help="virtual nodes of this many consecutive ranks (default: real nodes)")
     p.add_argument("--out", default=None,
@@ -294,10 +297,10 @@ def affinity_facts(mpi: MPI.Comm) -> dict[str, Any]:
     }
 
 
-def default_stem(mode: str, ranks: int, node_size: Optional[int], mpi_tag: str) -> str:
-    """Result file name without extension: collectives_<mode>[_npN][_nsK][_<mpi>]
+def default_stem(mode: str, ranks: int, node_size: Optional[int], mpi_tag: str, heap: bool = False) -> str:
+    """Result file name without extension: collectives_<mode>[_heap][_npN][_nsK][_<mpi>]
     (2 ranks on real nodes under MPICH: no suffix, as the other results)."""
-    stem = f"collectives_{mode}"
+    stem = f"collectives_{mode}" + ("_heap" if heap else "")
     if ranks != 2 or node_size:
         stem += f"_np{ranks}"
     if node_size:
@@ -309,7 +312,7 @@ def default_stem(mode: str, ranks: int, node_size: Optional[int], mpi_tag: str) 
 
 def output_stem(args: argparse.Namespace, mode: str, ranks: int, mpi_tag: str) -> str:
     """Where the results of `mode` go (see --out)."""
-    default = default_stem(mode, ranks, args.node_size, mpi_tag)
+    default = default_stem(mode, ranks, args.node_size, mpi_tag, args.heap)
     if args.out is None:
         return os.path.join(RESULTS, default)
     if os.path.isdir(args.out) or args.out.endswith(os.sep):
@@ -325,7 +328,8 @@ def describe(comm: Any, args: argparse.Namespace, memcpy: list[dict[str, Any]]) 
     header = bench.describe_run(
         comm, benchmark="perf/bench_collectives.py", colls=list(args.coll_list), sizes=args.sizes,
         blocks=args.blocks, iters_scale=args.iters_scale,
-        target_block_ms=round(bench.TARGET_BLOCK_S * args.iters_scale * 1e3, 3), root=0)
+        target_block_ms=round(bench.TARGET_BLOCK_S * args.iters_scale * 1e3, 3), root=0,
+        buffers="pymcoll.alloc (shared heap), both implementations" if args.heap else "numpy arrays")
     header.update(mpi_identity())
     header.update(affinity_facts(comm.mpi))
     header.update(source_commit())
@@ -371,9 +375,11 @@ class Case:
     recv_bytes: int  # most bytes any rank receives (DEFINITIONS["recv_bytes"])
 
 
-def make_case(coll: str, size: int, rank: int, ranks: int, root: int = 0) -> Optional[Case]:
+def make_case(coll: str, size: int, rank: int, ranks: int, root: int = 0,
+              alloc: Optional[Callable[[int], np.ndarray]] = None) -> Optional[Case]:
     """Buffers, arguments, stamp and check of `coll` at per-rank message `size` (None when
-    `size` holds no whole float32 element)."""
+    `size` holds no whole float32 element). `alloc(elements)` makes the float32 buffers
+    (default: numpy.empty)."""
     n, me = ranks, rank
     if coll == "barrier":
         return Case(coll, 0, 0, None, (), lambda: None, lambda seed: None, lambda seed: 0, 0, 0)
@@ -393,7 +399,9 @@ def make_case(coll: str, size: int, rank: int, ranks: int, root: int = 0) -> Opt
         return buf.reshape(-1, count)
 
     def blank(elements: int) -> np.ndarray:
-        return np.full(elements, POISON, DTYPE)
+        buf = alloc(elements) if alloc is not None else np.empty(elements, DTYPE)
+        buf[...] = POISON
+        return buf
 
     def wrong_blocks(buf: np.ndarray, seeds: Sequence[int]) -> int:
         return sum(int(np.count_nonzero(b != pattern(count, s))) for b, s in zip(blocks(buf), seeds))
@@ -623,7 +631,13 @@ def measure_case(comm: Any, coll: str, size: int, mode: str, args: argparse.Name
     result records (every rank gets the same). Collective over `comm`."""
     mpi = comm.mpi
     n = comm.size
-    case = make_case(coll, size, comm.rank, n)
+    heap_alloc = None
+    if args.heap:
+        import pymcoll
+
+        def heap_alloc(elements: int) -> np.ndarray:
+            return pymcoll.alloc(elements, DTYPE, comm)
+    case = make_case(coll, size, comm.rank, n, alloc=heap_alloc)
     if case is None:
         return []
     method = METHODS[coll]
@@ -1009,6 +1023,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rank, ranks = world.Get_rank(), world.Get_size()
     if ranks != args.np and rank == 0 and any(a == "--np" or a.startswith("--np=") for a in argv):
         print(f"note: mpiexec started {ranks} ranks; --np={args.np} ignored", file=sys.stderr)
+    if args.heap and "PYMCOLL_HEAP_SIZE" not in os.environ:
+        # Each rank's share holds the largest case's two buffers (ranks x size each),
+        # with room for the previous case's while the garbage collector lags.
+        os.environ["PYMCOLL_HEAP_SIZE"] = str(ranks * 4 * ranks * max(args.sizes))
     comm = pymcoll.Comm(world, node_size=args.node_size)
     failed = False
     try:
