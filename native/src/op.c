@@ -86,6 +86,7 @@ static void request_release(pmc_op *op)
         if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
     }
     free(op->arrays);
+    free(op->agree_v);
     free(op->errmsg);
     free(op);
 }
@@ -132,6 +133,7 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     if (c == NULL || args == NULL) return PMC_ERR_ARG;
     pmc_op op;
     op.a = *args;
+    op.agree_v = NULL;
     pthread_mutex_lock(&c->lock);
     int rc = pmc_coll_enter(c, pmc_coll_name(op.a.coll), &op.seq);
     if (rc == PMC_OK) rc = check_args(c, &op.a);
@@ -145,6 +147,7 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     op.blocking = 1;
     op_reset(&op);
     rc = pmc_coll_leave(c, op_step(&op));
+    free(op.agree_v); /* left by an agreement that failed in MPI */
     pthread_mutex_unlock(&c->lock);
     return rc;
 }

@@ -56,6 +56,7 @@ struct pmc_request {
     double wait_start;     /* non-blocking waits: when this wait began (0: not yet) */
     uint32_t polls;
     int64_t agree[10];     /* PYMCOLL_CHECK exchange */
+    int64_t *agree_v;      /* its per-pair counts part (v forms; NULL otherwise) */
     struct pmc_request *next;             /* in the communicator's queue */
     struct pmc_request *reg_prev, *reg_next; /* every request of the communicator */
     char *errmsg;          /* message of a failed run (allocated on failure) */

@@ -38,6 +38,23 @@ def body() -> None:
     expect("element type", lambda: comm.Allreduce(np.ones(3, np.float32 if first else np.int32),
                                                   np.zeros(3, np.float32 if first else np.int32)))
     expect("message bytes", lambda: comm.Allgather(np.zeros(2 if first else 3), np.zeros(size * (2 if first else 3))))
+    # v forms: each pair's count is known to its two ranks only.
+    last = size - 1
+    counts = [2] * size
+    mine = 3 if rank == last and size > 1 else 2  # the last rank sends one element more than the root expects
+    expect(f"rank {last} sends to rank 0", lambda: comm.Gatherv(
+        np.zeros(mine), [np.zeros(2 * size), counts, MPI.DOUBLE] if first else None, root=0))
+    expect(f"rank 0 sends to rank {last}", lambda: comm.Scatterv(
+        [np.zeros(2 * size), counts, MPI.DOUBLE] if first else None, np.zeros(mine), root=0))
+    # Alltoallv: rank 0 sends the last rank 3 elements, which expects 2.
+    scounts = [3 if (first and j == last) else 2 for j in range(size)]
+    expect(f"rank 0 sends to rank {last}", lambda: comm.Alltoallv(
+        [np.zeros(sum(scounts)), scounts, MPI.DOUBLE], [np.zeros(2 * size), counts, MPI.DOUBLE]))
+    # Agreeing v calls pass the check and move the data.
+    out = np.zeros(size * 2) if first else None
+    comm.Gatherv(np.full(2, float(rank)), [out, counts, MPI.DOUBLE] if first else None, root=0)
+    if first:
+        assert (out == np.repeat(np.arange(size), 2)).all(), out
     comm.Free()
     print(f"rank {rank} check ok", flush=True)
 
