@@ -29,8 +29,8 @@ static int is_reduction(int coll)
 }
 
 /* Largest communicator whose Alltoallv counts are checked pair by pair
- * (2 size^2 integers in the exchange); above it Alltoallv is checked like
- * Gatherv and Scatterv are not at all: per collective only. */
+ * (2 size^2 integers in the exchange); above it only the collective itself
+ * is compared. */
 #define PAIRS_CHECKED_MAX 128
 #define ABSENT INT64_MIN   /* a slot this rank does not know: the identity of MAX */
 #define CONFLICT INT64_MAX /* a slot whose two views this rank holds, and they differ */

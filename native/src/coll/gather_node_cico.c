@@ -53,12 +53,12 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
         if (i_write && f->k < chunks_of(mine, cell)) {
             /* The cell's last write was in an earlier collective, read by
              * any rank, or in this one, read by this collective's readers. */
-            if (pmc_step_geq(f->base, pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep))) {
+            if (pmc_step_geq(f->base, n->cell_last[CELL(f->base + f->k + 1)])) {
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
-                                         pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
+                                         n->cell_last[CELL(f->base + f->k + 1)]));
             } else {
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, readers, nreaders,
-                                         pmc_cell_last(n, CELL(f->base + f->k + 1), f->lstep)));
+                                         n->cell_last[CELL(f->base + f->k + 1)]));
             }
             {
                 const uint64_t s = f->base + f->k + 1, off = f->k * cell;

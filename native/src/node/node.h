@@ -50,8 +50,10 @@ typedef struct pmc_node {
     uint64_t chunk;         /* pipeline chunk in bytes */
     int layout;             /* current PMC_LAYOUT_* of the data area */
     uint64_t layout_step;   /* step at which the current layout began */
-    /* Step of this rank's last write into cell c of its own region(s), for
-     * the algorithms that index cells with pmc_cell_rot. */
+    /* Step whose acknowledgement lets this rank write cell c of its own
+     * region(s) again (the algorithms that index cells with pmc_cell_rot):
+     * its last write there, or the layout's start, to which a switch resets
+     * every cell (everything before a switch must be read first). */
     uint64_t cell_last[PMC_MAX_CELLS];
     /* Context for error messages. */
     const char *coll;
@@ -119,15 +121,6 @@ static inline uint64_t pmc_cell_rot(uint64_t s, uint64_t ncells, uint64_t layout
 {
     const uint64_t d = s - layout_step;
     return (d + d / PMC_STEP_STRIDE) % ncells;
-}
-
-/* Step whose acknowledgement lets this rank write cell c again: its last
- * write there, or the layout's start (a switch resets cell_last to it:
- * everything before a switch must be read first). */
-static inline uint64_t pmc_cell_last(const pmc_node *n, uint64_t c, uint64_t layout_step)
-{
-    const uint64_t last = n->cell_last[c];
-    return pmc_step_geq(last, layout_step) ? last : layout_step;
 }
 
 /* Wait until the `kind` flag of every rank in peers[0..npeers) is >= target.
