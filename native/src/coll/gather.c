@@ -32,18 +32,11 @@ int pmc_gatherv_run(pmc_op *op)
     pmc_frame *f = &op->f[1];
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
-    const int root = c->rank == a->root;
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[a->root] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    /* Only the root knows every count: single copy only when forced (an agreed setting). */
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 &&
-        pmc_node_path(c, c->cma_min, 0, c->copy == PMC_COPY_CMA || c->copy == PMC_COPY_DIRECT) == PMC_PATH_CMA) {
-        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
-                                         root ? a->rdispls : NULL, a->root));
-    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, root ? a->recvcounts : NULL,
-                                          root ? a->rdispls : NULL, a->root, 0));
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+        PMC_AWAIT(f, pmc_gatherv_node_split(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, a->root));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }

@@ -126,4 +126,14 @@ int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
 int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
 int pmc_alltoall_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 
+/* The v forms whose counts only the root knows, each block on the path its
+ * size calls for (single copy or cells): count is this rank's own block,
+ * the arrays (local ranks, bytes) are read at the root only. recv NULL at
+ * the Scatterv root: it keeps its block (in place); send at the Gatherv
+ * root may alias its block of recv. */
+int pmc_scatterv_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                            const uint64_t *sdispls, void *recv, uint64_t count, int root);
+int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
+                           const uint64_t *rcounts, const uint64_t *rdispls, int root);
+
 #endif

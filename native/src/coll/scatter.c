@@ -29,12 +29,10 @@ int pmc_scatterv_run(pmc_op *op)
     pmc_frame *f = &op->f[1];
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
-    const int root = c->rank == a->root;
     PMC_CO_BEGIN(f);
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, root ? a->sendcounts : NULL,
-                                         root ? a->sdispls : NULL, a->in_place ? NULL : a->recvbuf, NULL, NULL,
-                                         a->count, a->root, 0));
+        PMC_AWAIT(f, pmc_scatterv_node_split(op, f + 1, a->sendbuf, a->sendcounts, a->sdispls,
+                                             a->in_place ? NULL : a->recvbuf, a->count, a->root));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
