@@ -69,26 +69,43 @@ def _snap(value: Any) -> Any:
     return id(value)
 
 
-def _spec_key(spec: Any) -> Any:
-    """What must be equal for a call to reuse the last call's prepared
-    arguments: the same numpy array (a numpy array cannot move or resize
-    while the prepared call holds its buffer), its dtype, equal counts and
-    displacements, the same datatype. None when the spec cannot be reused."""
+def _guard(spec: Any) -> Any:
+    """What a later call's buffer spec must match to reuse this call's prepared
+    arguments (checked by _unchanged): the same numpy array (a numpy array
+    cannot move or resize while the prepared call holds its buffer) with the
+    same dtype, equal counts and displacements, the same datatype object.
+    None when the spec cannot be reused."""
     t = type(spec)
     if t is _ndarray:
-        return id(spec), spec.dtype
+        return spec, spec.dtype
     if (t is list or t is tuple) and spec:
         buf = spec[0]
         if type(buf) is not _ndarray:
             return None
-        if len(spec) == 4:  # [buf, counts, displs, datatype], spelled out: this runs on every v-call
-            c, d = spec[1], spec[2]
-            return (id(buf), buf.dtype, tuple(c) if type(c) is list else _snap(c),
-                    tuple(d) if type(d) is list else _snap(d), id(spec[3]))
-        return (id(buf), buf.dtype, len(spec), *map(_snap, spec[1:]))
+        if t is list and len(spec) == 4 and type(spec[1]) is list and type(spec[2]) is list:
+            # [buf, counts, displs, datatype]: the common v-form spec, compared field by field.
+            return buf, buf.dtype, spec[1][:], spec[2][:], spec[3]
+        return buf, buf.dtype, _snap(tuple(spec[1:]))
     if spec is None or spec is _IN_PLACE:
-        return id(spec)
+        return (spec,)
     return None
+
+
+def _unchanged(spec: Any, g: tuple) -> bool:
+    """Whether spec still matches the guard _guard made of an earlier spec
+    (a new list with equal contents matches: specs are often written inline)."""
+    n = len(g)
+    if n == 2:
+        return spec is g[0] and spec.dtype is g[1]
+    if n == 5:
+        return (type(spec) is list and len(spec) == 4 and spec[0] is g[0] and g[0].dtype is g[1]
+                and type(spec[1]) is list and spec[1] == g[2] and type(spec[2]) is list and spec[2] == g[3]
+                and spec[3] is g[4])
+    if n == 1:
+        return spec is g[0]
+    t = type(spec)
+    return ((t is list or t is tuple) and len(spec) > 0 and spec[0] is g[0] and g[0].dtype is g[1]
+            and _snap(tuple(spec[1:])) == g[2])
 
 
 def _nd(buf: Any, writable: bool) -> Any:
@@ -257,13 +274,16 @@ class Comm:
         self._last_reduction: dict = {}
         self._recalled: dict = {}
 
-    def _recall(self, name: str, key: tuple, prepare: Callable[..., calls.Call], *args: Any) -> None:
-        """Blocking run that reuses the last call's prepared arguments when
-        `key` is equal (a loop over the same arrays and counts skips parsing
-        the v-form specs, which costs more than the collective)."""
+    def _recall(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
+                prepare: Callable[..., calls.Call], *args: Any) -> None:
+        """Blocking run that reuses the last call's prepared arguments when the
+        buffer specs are unchanged and `extra` (root, counts, op: plain values)
+        is equal: a loop over the same arrays and counts skips parsing the
+        v-form specs, which costs more than the collective."""
         last = self._recalled.get(name)
-        if last is not None and last[0] == key:
-            call = last[1]
+        if (last is not None and extra == last[0] and _unchanged(sendbuf, last[1])
+                and _unchanged(recvbuf, last[2])):
+            call = last[3]
             if call.before:
                 for step in call.before:
                     step()
@@ -274,8 +294,10 @@ class Comm:
                 call.finish()
             return
         call = prepare(self, *args)
-        if call.delegate is None and None not in key:
-            self._recalled[name] = (key, call, args)
+        gs, gr = _guard(sendbuf), _guard(recvbuf)
+        if call.delegate is None and gs is not None and gr is not None:
+            # args keep the specs' objects alive, so identities stay theirs.
+            self._recalled[name] = (extra, gs, gr, call, args)
         self._run(call)
 
     # -- running prepared calls ---------------------------------------------
@@ -551,7 +573,7 @@ class Comm:
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Gather blocks of different sizes: at the root `recvbuf` is
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
-        self._recall("Gatherv", (_spec_key(sendbuf), _spec_key(recvbuf), root), calls.prepare_gatherv,
+        self._recall("Gatherv", sendbuf, recvbuf, root, calls.prepare_gatherv,
                      sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
@@ -583,13 +605,13 @@ class Comm:
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Scatter blocks of different sizes: at the root `sendbuf` is
         ``[buf, counts, displs, datatype]``."""
-        self._recall("Scatterv", (_spec_key(sendbuf), _spec_key(recvbuf), root), calls.prepare_scatterv,
+        self._recall("Scatterv", sendbuf, recvbuf, root, calls.prepare_scatterv,
                      sendbuf, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`."""
-        self._recall("Allgatherv", (_spec_key(sendbuf), _spec_key(recvbuf)), calls.prepare_allgatherv,
+        self._recall("Allgatherv", sendbuf, recvbuf, None, calls.prepare_allgatherv,
                      sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
@@ -616,7 +638,7 @@ class Comm:
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Alltoall with per-rank counts and displacements on both sides:
         ``[buf, counts, displs, datatype]`` for `sendbuf` and `recvbuf`."""
-        self._recall("Alltoallv", (_spec_key(sendbuf), _spec_key(recvbuf)), calls.prepare_alltoallv,
+        self._recall("Alltoallv", sendbuf, recvbuf, None, calls.prepare_alltoallv,
                      sendbuf, recvbuf)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802
@@ -634,7 +656,7 @@ class Comm:
                        op: Any = MPI.SUM) -> None:
         """Reduce `sendbuf` with `op`; rank i gets recvcounts[i] elements of the result
         (recvcounts None: equal blocks)."""
-        self._recall("Reduce_scatter", (_spec_key(sendbuf), _spec_key(recvbuf), (_snap(recvcounts),), id(op)),
+        self._recall("Reduce_scatter", sendbuf, recvbuf, (_snap(recvcounts), id(op)),
                      calls.prepare_reduce_scatter, sendbuf, recvbuf, recvcounts, op)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
