@@ -71,8 +71,8 @@ int pmc_alltoallv_run(pmc_op *op)
         }
     }
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
-                                         a->rdispls, 0, -1, 0));
+        PMC_AWAIT(f, pmc_pairs_node_split(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
+                                          a->rdispls, 0, -1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }

@@ -86,6 +86,10 @@ static inline void pmc_slices_copy_in(pmc_node *n, const pmc_slices *g, uint64_t
  * into recv. send may equal recv (in place). */
 int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                    const uint64_t *counts, int dtype, int rop);
+/* The same by single copy: each rank reduces its block from the others'
+ * exposed inputs (no cells, one synchronisation). */
+int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
+                                const uint64_t *counts, int dtype, int rop);
 
 /* Prefix reduction in local rank order: inclusive (Scan) or exclusive
  * (Exscan: local rank 0's recv is left alone). */
@@ -126,13 +130,15 @@ int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
 int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
 int pmc_alltoall_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 
-/* The v forms whose counts only the root knows, each block on the path its
- * size calls for (single copy or cells): count is this rank's own block,
- * the arrays (local ranks, bytes) are read at the root only. recv NULL at
- * the Scatterv root: it keeps its block (in place); send at the Gatherv
+/* The v forms whose counts only the pair's ends know, each block on the
+ * path its size calls for (single copy or cells). Arrays are local ranks,
+ * bytes. pairs: as pmc_pairs_node_cico (root < 0: Alltoallv; root >= 0:
+ * Scatterv, readers pass their count as block and no arrays). gatherv: count
+ * is this rank's block, the arrays are read at the root only; send at the
  * root may alias its block of recv. */
-int pmc_scatterv_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
-                            const uint64_t *sdispls, void *recv, uint64_t count, int root);
+int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                         const uint64_t *sdispls, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
+                         uint64_t block, int root);
 int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
                            const uint64_t *rcounts, const uint64_t *rdispls, int root);
 

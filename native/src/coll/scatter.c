@@ -31,8 +31,8 @@ int pmc_scatterv_run(pmc_op *op)
     const pmc_args *a = &op->a;
     PMC_CO_BEGIN(f);
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_scatterv_node_split(op, f + 1, a->sendbuf, a->sendcounts, a->sdispls,
-                                             a->in_place ? NULL : a->recvbuf, a->count, a->root));
+        PMC_AWAIT(f, pmc_pairs_node_split(op, f + 1, a->sendbuf, a->sendcounts, a->sdispls,
+                                          a->in_place ? NULL : a->recvbuf, NULL, NULL, a->count, a->root));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }

@@ -1,0 +1,123 @@
+/* Personalised exchange with counts only the pair's two ends know
+ * (Scatterv, Alltoallv), each block on the path its size calls for: a block
+ * big enough for single copy is fetched by its receiver straight from the
+ * sender's buffer; the others stream through the pairs cells. A pair's path
+ * depends only on its count, which both its ends know, so no rank needs
+ * the others' counts.
+ *
+ * Step s (one past the node's step) carries each sender's exposure: its
+ * send buffer and its displacement array, from which a receiver reads where
+ * its block starts. Every rank acknowledges s once it has fetched its
+ * single-copy blocks (at once if it has none), before the cells run: a
+ * layout switch makes the cells' writers wait for that, and a sender that
+ * exposed returns only when all have. Scatterv readers take turns, at most
+ * PMC_CMA_READERS on the root at a time; Alltoallv receivers start at their
+ * right neighbour, so the readers of one sender are spread out. The cells
+ * then run with the single-copy blocks counted as empty. */
+#include <string.h>
+
+#include "../comm.h"
+#include "../node/cma.h"
+#include "node_algos.h"
+
+static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
+
+static inline int single_copy(const pmc_comm *c, uint64_t bytes)
+{
+    return bytes > 0 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA;
+}
+
+/* Whether any block between this rank and another takes single copy:
+ * sends (counts of the receivers) or receives (counts of the senders). */
+static int any_single_copy(const pmc_comm *c, const uint64_t *counts, uint64_t block, int me, int L)
+{
+    for (int i = 0; i < L; ++i)
+        if (i != me && single_copy(c, count_of(counts, block, i))) return 1;
+    return 0;
+}
+
+/* counts with the single-copy blocks set to 0 (this rank's own kept). */
+static void cells_only(const pmc_comm *c, uint64_t *dst, const uint64_t *counts, int me, int L)
+{
+    for (int i = 0; i < L; ++i) dst[i] = i != me && single_copy(c, counts[i]) ? 0 : counts[i];
+}
+
+int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                         const uint64_t *sdispls, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
+                         uint64_t block, int root)
+{
+    pmc_comm *c = op->c;
+    pmc_node *n = &c->node_ctx;
+    const int me = n->local_rank, L = n->local_size;
+    const int i_write = root < 0 || me == root, i_read = root < 0 || me != root;
+    const int exposes = L > 1 && i_write && any_single_copy(c, scounts, block, me, L);
+    /* Alltoallv receivers adjust their counts too; a Scatterv reader has one. */
+    const int adjusts = exposes || (L > 1 && root < 0 && any_single_copy(c, rcounts, block, me, L));
+    const int pos = root < 0 ? 0 : (me - root - 1 + L) % L; /* order among the Scatterv readers */
+    unsigned char *out = recv;
+    PMC_CO_BEGIN(f);
+    f->aux = n->step + 1;
+    f->p = NULL;
+    if (adjusts) {
+        f->p = pmc_scratch(c, 2 * (size_t)L * sizeof(uint64_t));
+        if (f->p == NULL) {
+            f->pc = 0;
+            return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
+        }
+        if (i_write) cells_only(c, f->p, scounts, me, L);
+        if (root < 0) cells_only(c, (uint64_t *)f->p + L, rcounts, me, L);
+    }
+    if (exposes) {
+        pmc_desc d[2];
+        uint64_t extent = 0;
+        for (int i = 0; i < L; ++i)
+            if (scounts[i] > 0 && sdispls[i] + scounts[i] > extent) extent = sdispls[i] + scounts[i];
+        /* The descriptors are rebuilt on a resume and copied out when published. */
+        pmc_desc_make(c->heap, send, extent, &d[0]);
+        pmc_desc_make(c->heap, sdispls, (uint64_t)L * sizeof(uint64_t), &d[1]);
+        f[1].aux = f->aux;
+        PMC_AWAIT(f, pmc_inline_publish(op, f + 1, d, sizeof(d)));
+    }
+    if (L > 1 && i_read) {
+        for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
+            f->peers[1] = root < 0 ? (me + 1 + f->j) % L : root;
+            if (!single_copy(c, count_of(rcounts, block, f->peers[1]))) continue;
+            if (root >= 0 && pos >= PMC_CMA_READERS) {
+                f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
+            }
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &f->peers[1], 1, f->aux));
+            {
+                const int src = f->peers[1];
+                pmc_desc d[2];
+                uint64_t displ = 0;
+                memcpy(d, pmc_inline_payload(pmc_inline_line(n, src, f->aux)), sizeof(d));
+                int rc = pmc_fetch(n, src, &d[1], (uint64_t)me * sizeof(uint64_t), &displ, sizeof(displ));
+                if (rc == PMC_OK)
+                    rc = pmc_fetch(n, src, &d[0], displ, out + (root < 0 ? rdispls[src] : 0),
+                                   count_of(rcounts, block, src));
+                if (rc != PMC_OK) {
+                    f->pc = 0;
+                    return rc;
+                }
+            }
+        }
+    }
+    if (L > 1) {
+        pmc_node_post(n, PMC_FLAG_ACK, f->aux);
+        n->step = f->aux;
+    }
+    if (root < 0) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, f->p ? (const uint64_t *)f->p : scounts, sdispls, recv,
+                                         f->p ? (const uint64_t *)f->p + L : rcounts, rdispls, block, root, 0));
+    } else if (i_write) {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, f->p ? (const uint64_t *)f->p : scounts, sdispls, recv,
+                                         NULL, NULL, block, root, 0));
+    } else {
+        PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, NULL, NULL, recv, NULL, NULL,
+                                         single_copy(c, block) ? 0 : block, root, 0));
+    }
+    /* The single-copy receivers are done with the send buffer. */
+    if (exposes) PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
+    PMC_CO_END(f);
+}
