@@ -4,11 +4,11 @@
  * its count, which both its ends know, so the writers need not know each
  * other's counts.
  *
- * Step s (one past the node's step) carries the single-copy writers'
- * exposures; the root acknowledges it once it has fetched them all, and
- * those writers return only then. Every rank acknowledges s before the
- * cells run (a layout switch makes the cells' writers wait for that). The
- * cells then run with the single-copy blocks counted as empty. */
+ * The cells then run with the single-copy blocks counted as empty. Their
+ * first step s also carries the single-copy writers' exposures (in their
+ * inline lines); the root fetches those first, so once it acknowledges s
+ * the writers may return. Sharing the step keeps the cell rotation of the
+ * cells' calls (one stride per call), so consecutive calls pipeline. */
 #include <string.h>
 
 #include "../comm.h"
@@ -53,15 +53,10 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
                     }
                 }
             }
-            pmc_node_post(n, PMC_FLAG_ACK, f->aux);
-        } else {
-            if (single_copy(c, count)) {
-                f[1].aux = f->aux;
-                PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count));
-            }
-            pmc_node_post(n, PMC_FLAG_ACK, f->aux);
+        } else if (single_copy(c, count)) {
+            f[1].aux = f->aux;
+            PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count));
         }
-        n->step = f->aux;
     }
     if (me == root) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,

@@ -5,15 +5,16 @@
  * depends only on its count, which both its ends know, so no rank needs
  * the others' counts.
  *
- * Step s (one past the node's step) carries each sender's exposure: its
+ * The cells then run with the single-copy blocks counted as empty. Their
+ * first step s also carries each sender's exposure (in its inline line): its
  * send buffer and its displacement array, from which a receiver reads where
- * its block starts. Every rank acknowledges s once it has fetched its
- * single-copy blocks (at once if it has none), before the cells run: a
- * layout switch makes the cells' writers wait for that, and a sender that
- * exposed returns only when all have. Scatterv readers take turns, at most
- * PMC_CMA_READERS on the root at a time; Alltoallv receivers start at their
- * right neighbour, so the readers of one sender are spread out. The cells
- * then run with the single-copy blocks counted as empty. */
+ * its block starts. A rank acknowledges s only after its single-copy
+ * fetches, which come first, so a sender that exposed returns once every
+ * rank acknowledged s. Sharing the step keeps the cell rotation of the
+ * cells' calls (one stride per call), so consecutive calls pipeline.
+ * Scatterv readers take turns, at most PMC_CMA_READERS on the root at a
+ * time; Alltoallv receivers start at their right neighbour, so the readers
+ * of one sender are spread out. */
 #include <string.h>
 
 #include "../comm.h"
@@ -102,10 +103,6 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
                 }
             }
         }
-    }
-    if (L > 1) {
-        pmc_node_post(n, PMC_FLAG_ACK, f->aux);
-        n->step = f->aux;
     }
     if (root < 0) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, f->p ? (const uint64_t *)f->p : scounts, sdispls, recv,
