@@ -573,7 +573,8 @@ class Comm:
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Gather blocks of different sizes: at the root `recvbuf` is
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
-        self._recall("Gatherv", sendbuf, recvbuf, root, calls.prepare_gatherv,
+        # recvbuf matters at the root only (MPI ignores it elsewhere).
+        self._recall("Gatherv", sendbuf, recvbuf if root == self._rank else None, root, calls.prepare_gatherv,
                      sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
@@ -605,7 +606,8 @@ class Comm:
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Scatter blocks of different sizes: at the root `sendbuf` is
         ``[buf, counts, displs, datatype]``."""
-        self._recall("Scatterv", sendbuf, recvbuf, root, calls.prepare_scatterv,
+        # sendbuf matters at the root only (MPI ignores it elsewhere).
+        self._recall("Scatterv", sendbuf if root == self._rank else None, recvbuf, root, calls.prepare_scatterv,
                      sendbuf, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
