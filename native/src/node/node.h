@@ -39,6 +39,10 @@ enum {
 #define PMC_STEP_STRIDE (UINT64_C(1) << 40)
 /* Cells a writer tracks (pmc_cell_rot rings have at most this many). */
 #define PMC_MAX_CELLS 64
+/* Cells the gather and pairs rings are cut into (fewer when a cell would
+ * fall below 64 bytes): consecutive collectives pipeline this deep, which
+ * ranks that share cores need, since a reader may lag several calls. */
+#define PMC_RING_CELLS 8
 
 typedef struct pmc_node {
     pmc_segment seg;
