@@ -26,7 +26,7 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     const int *readers = root < 0 ? n->others : &root;
     const int nreaders = root < 0 ? L - 1 : 1;
     const uint64_t region = (n->seg.data_bytes / (uint64_t)L) & ~(uint64_t)63;
-    uint64_t cell = (region / PMC_RING_CELLS) & ~(uint64_t)63;
+    uint64_t cell = (region / pmc_ring_cells(n)) & ~(uint64_t)63;
     if (cell > MAX_CELL) cell = MAX_CELL;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = region / cell < PMC_MAX_CELLS ? region / cell : PMC_MAX_CELLS;

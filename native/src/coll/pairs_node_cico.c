@@ -33,7 +33,7 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     /* Sub-region of (sender, receiver): senders are numbered among the writers. */
     const uint64_t region = (n->seg.data_bytes / (uint64_t)(root < 0 ? L : 1)) & ~(uint64_t)63;
     const uint64_t sub = (region / (uint64_t)L) & ~(uint64_t)63;
-    uint64_t cell = (sub / PMC_RING_CELLS) & ~(uint64_t)63;
+    uint64_t cell = (sub / pmc_ring_cells(n)) & ~(uint64_t)63;
     if (cell > MAX_CELL) cell = MAX_CELL;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = sub / cell < PMC_MAX_CELLS ? sub / cell : PMC_MAX_CELLS;

@@ -39,10 +39,6 @@ enum {
 #define PMC_STEP_STRIDE (UINT64_C(1) << 40)
 /* Cells a writer tracks (pmc_cell_rot rings have at most this many). */
 #define PMC_MAX_CELLS 64
-/* Cells the gather and pairs rings are cut into (fewer when a cell would
- * fall below 64 bytes): consecutive collectives pipeline this deep, which
- * ranks that share cores need, since a reader may lag several calls. */
-#define PMC_RING_CELLS 8
 
 typedef struct pmc_node {
     pmc_segment seg;
@@ -101,6 +97,13 @@ static inline unsigned char *pmc_inline_payload(pmc_flag *line) { return (unsign
 
 /* Rollover-safe "a >= b" for step numbers. */
 static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
+
+/* Cells the gather and pairs rings are cut into (fewer when a cell would
+ * fall below 64 bytes): consecutive collectives pipeline this deep. Ranks
+ * that share cores need 8, since a reader may lag several calls; otherwise
+ * 2 keep small messages in cache. yield_now is agreed over the node, so
+ * every rank cuts the ring alike. */
+static inline uint64_t pmc_ring_cells(const pmc_node *n) { return n->yield_now ? 8 : 2; }
 
 /* Cell of step s in a ring of ncells cells: counted from the start of the
  * layout, so the ring stays regular even where step numbers wrap. */
