@@ -81,6 +81,19 @@ static inline void pmc_slices_copy_in(pmc_node *n, const pmc_slices *g, uint64_t
     pmc_node_post(n, PMC_FLAG_SEQ, s);
 }
 
+/* Block `me` of a vector cut into blocks of counts[i] elements (counts NULL:
+ * `block` each): its bounds [*lo, *hi) and the vector's length. */
+static inline void pmc_block_bounds(const uint64_t *counts, uint64_t block, int nblocks, int me, uint64_t *lo,
+                                    uint64_t *hi, uint64_t *total)
+{
+    *lo = *total = 0;
+    for (int i = 0; i < nblocks; ++i) {
+        if (i == me) *lo = *total;
+        *total += counts ? counts[i] : block;
+    }
+    *hi = *lo + (counts ? counts[me] : block);
+}
+
 /* Reduce-scatter: local rank i receives elements [off_i, off_i + counts[i])
  * of the reduction (counts NULL: `block` each), reduced by itself straight
  * into recv. send may equal recv (in place). */

@@ -12,8 +12,6 @@
 
 #define CHUNK ((uint64_t)64 << 10) /* stays in L2 between the fetch and the reduction */
 
-static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int j) { return counts ? counts[j] : block; }
-
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop)
 {
@@ -22,12 +20,8 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     const int me = n->local_rank, L = n->local_size;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = CHUNK / esize;
     const int in_place = send == recv;
-    uint64_t lo = 0, total = 0;
-    for (int i = 0; i < L; ++i) {
-        if (i == me) lo = total;
-        total += count_of(counts, block, i);
-    }
-    const uint64_t hi = lo + count_of(counts, block, me);
+    uint64_t lo, hi, total;
+    pmc_block_bounds(counts, block, L, me, &lo, &hi, &total);
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f[1].aux = f->aux;

@@ -42,13 +42,8 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
     const pmc_slices g = pmc_slices_of(n, esize);
     const uint64_t region = g.region, cell = g.cell, ncells = g.ncells, per_chunk = g.per_chunk;
     const unsigned char *in = send;
-    /* My block [lo, hi) of the whole vector, and the vector's length. */
-    uint64_t lo = 0, total = 0;
-    for (int i = 0; i < L; ++i) {
-        if (i == me) lo = total;
-        total += count_of(counts, block, i);
-    }
-    const uint64_t hi = lo + count_of(counts, block, me);
+    uint64_t lo, hi, total;
+    pmc_block_bounds(counts, block, L, me, &lo, &hi, &total);
 
     PMC_CO_BEGIN(f);
     if (L == 1) {
