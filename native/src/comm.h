@@ -89,6 +89,21 @@ int pmc_use_mpi(const pmc_comm *c, int coll);
 /* Data path within a node for `payload` bytes per rank; can_inline /
  * can_cma say whether the collective has such a variant for this call. */
 int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma);
+/* Whether a block of `bytes` between two local ranks of a v form moves by
+ * single copy (both ends know the count, so they choose alike). */
+static inline int pmc_single_copy(const pmc_comm *c, uint64_t bytes)
+{
+    return bytes > 0 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA;
+}
+/* Bytes from a buffer's start that the blocks counts[i] at displs[i]
+ * (i < n, bytes) span. */
+static inline uint64_t pmc_v_extent(const uint64_t *counts, const uint64_t *displs, int n)
+{
+    uint64_t end = 0;
+    for (int i = 0; i < n; ++i)
+        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
+    return end;
+}
 
 /* Stops the progress thread and fails requests still queued (at Free). */
 void pmc_ops_shutdown(pmc_comm *c);

@@ -362,7 +362,7 @@ void pmc_ops_shutdown(pmc_comm *c)
         pmc_op *next = op->reg_next;
         if (op->active) op->status = PMC_ERR_BROKEN;
         op->active = 0;
-            op->next = NULL;
+        op->next = NULL;
         op->c = NULL;
         op->reg_prev = op->reg_next = NULL;
         if (op->orphan) request_release(op);

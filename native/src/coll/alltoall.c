@@ -6,15 +6,6 @@
 #include "hier.h"
 #include "node_algos.h"
 
-/* Bytes of the receive buffer that the v-form's blocks span. */
-static uint64_t extent(const uint64_t *counts, const uint64_t *displs, int n)
-{
-    uint64_t end = 0;
-    for (int i = 0; i < n; ++i)
-        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
-    return end;
-}
-
 /* The send side: the user's buffer, or a copy of recvbuf when in place. */
 static int send_side(pmc_op *op, pmc_frame *f, uint64_t bytes)
 {
@@ -64,7 +55,7 @@ int pmc_alltoallv_run(pmc_op *op)
     const pmc_args *a = &op->a;
     PMC_CO_BEGIN(f);
     {
-        int rc = send_side(op, f, extent(a->recvcounts, a->rdispls, c->size));
+        int rc = send_side(op, f, pmc_v_extent(a->recvcounts, a->rdispls, c->size));
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;

@@ -14,11 +14,6 @@
 #include "../comm.h"
 #include "node_algos.h"
 
-static inline int single_copy(const pmc_comm *c, uint64_t bytes)
-{
-    return bytes > 0 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA;
-}
-
 int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
                            const uint64_t *rcounts, const uint64_t *rdispls, int root)
 {
@@ -32,7 +27,7 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     if (L > 1) { /* a node of one rank has no segment: the cells copy its block */
         if (me == root) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
-                if (!single_copy(c, rcounts[n->others[f->j]])) continue;
+                if (!pmc_single_copy(c, rcounts[n->others[f->j]])) continue;
                 if (f->p == NULL) {
                     uint64_t *cells = pmc_scratch(c, (size_t)L * sizeof(uint64_t));
                     if (cells == NULL) {
@@ -53,7 +48,7 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
                     }
                 }
             }
-        } else if (single_copy(c, count)) {
+        } else if (pmc_single_copy(c, count)) {
             f[1].aux = f->aux;
             PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count));
         }
@@ -62,9 +57,9 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,
                                           rdispls, root, 0));
     } else {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, single_copy(c, count) ? 0 : count, NULL, NULL,
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, pmc_single_copy(c, count) ? 0 : count, NULL, NULL,
                                           root, 0));
-        if (single_copy(c, count)) {
+        if (pmc_single_copy(c, count)) {
             /* The root has my block: my send buffer may change again. */
             f->peers[0] = root;
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));

@@ -49,14 +49,8 @@ static int start(pmc_op *op)
         /* In-place alltoallv through Open MPI 5 put blocks in the wrong
          * place in our tests; sending from a copy costs one memcpy and
          * behaves the same on every MPI. */
-        uint64_t bytes = 0;
-        if (a->coll == PMC_COLL_ALLTOALL) {
-            bytes = a->count * (uint64_t)c->size;
-        } else {
-            for (int i = 0; i < c->size; ++i)
-                if (a->recvcounts[i] > 0 && a->rdispls[i] + a->recvcounts[i] > bytes)
-                    bytes = a->rdispls[i] + a->recvcounts[i];
-        }
+        const uint64_t bytes = a->coll == PMC_COLL_ALLTOALL ? a->count * (uint64_t)c->size
+                                                            : pmc_v_extent(a->recvcounts, a->rdispls, c->size);
         void *copy = pmc_scratch_outer(c, (size_t)(bytes ? bytes : 1));
         if (copy == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for %llu bytes", c->node_ctx.coll,
                                           (unsigned long long)bytes);

@@ -23,24 +23,19 @@
 
 static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
 
-static inline int single_copy(const pmc_comm *c, uint64_t bytes)
-{
-    return bytes > 0 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA;
-}
-
 /* Whether any block between this rank and another takes single copy:
  * sends (counts of the receivers) or receives (counts of the senders). */
 static int any_single_copy(const pmc_comm *c, const uint64_t *counts, uint64_t block, int me, int L)
 {
     for (int i = 0; i < L; ++i)
-        if (i != me && single_copy(c, count_of(counts, block, i))) return 1;
+        if (i != me && pmc_single_copy(c, count_of(counts, block, i))) return 1;
     return 0;
 }
 
 /* counts with the single-copy blocks set to 0 (this rank's own kept). */
 static void cells_only(const pmc_comm *c, uint64_t *dst, const uint64_t *counts, int me, int L)
 {
-    for (int i = 0; i < L; ++i) dst[i] = i != me && single_copy(c, counts[i]) ? 0 : counts[i];
+    for (int i = 0; i < L; ++i) dst[i] = i != me && pmc_single_copy(c, counts[i]) ? 0 : counts[i];
 }
 
 int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
@@ -70,11 +65,8 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
     }
     if (exposes) {
         pmc_desc d[2];
-        uint64_t extent = 0;
-        for (int i = 0; i < L; ++i)
-            if (scounts[i] > 0 && sdispls[i] + scounts[i] > extent) extent = sdispls[i] + scounts[i];
         /* The descriptors are rebuilt on a resume and copied out when published. */
-        pmc_desc_make(c->heap, send, extent, &d[0]);
+        pmc_desc_make(c->heap, send, pmc_v_extent(scounts, sdispls, L), &d[0]);
         pmc_desc_make(c->heap, sdispls, (uint64_t)L * sizeof(uint64_t), &d[1]);
         f[1].aux = f->aux;
         PMC_AWAIT(f, pmc_inline_publish(op, f + 1, d, sizeof(d)));
@@ -82,7 +74,7 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
     if (L > 1 && i_read) {
         for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
             f->peers[1] = root < 0 ? (me + 1 + f->j) % L : root;
-            if (!single_copy(c, count_of(rcounts, block, f->peers[1]))) continue;
+            if (!pmc_single_copy(c, count_of(rcounts, block, f->peers[1]))) continue;
             if (root >= 0 && pos >= PMC_CMA_READERS) {
                 f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
@@ -112,7 +104,7 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
                                          NULL, NULL, block, root, 0));
     } else {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, NULL, NULL, recv, NULL, NULL,
-                                         single_copy(c, block) ? 0 : block, root, 0));
+                                         pmc_single_copy(c, block) ? 0 : block, root, 0));
     }
     /* The single-copy receivers are done with the send buffer. */
     if (exposes) PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
