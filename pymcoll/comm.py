@@ -84,7 +84,7 @@ def _guard(spec: Any) -> Any:
             return None
         if t is list and len(spec) == 4 and type(spec[1]) is list and type(spec[2]) is list:
             # [buf, counts, displs, datatype]: the common v-form spec, compared field by field.
-            return buf, buf.dtype, spec[1][:], spec[2][:], spec[3]
+            return buf, buf.dtype, [buf, spec[1][:], spec[2][:], spec[3]], spec[3], None
         return buf, buf.dtype, _snap(tuple(spec[1:]))
     if spec is None or spec is _IN_PLACE:
         return (spec,)
@@ -98,9 +98,11 @@ def _unchanged(spec: Any, g: tuple) -> bool:
     if n == 2:
         return spec is g[0] and spec.dtype is g[1]
     if n == 5:
-        return (type(spec) is list and len(spec) == 4 and spec[0] is g[0] and g[0].dtype is g[1]
-                and type(spec[1]) is list and spec[1] == g[2] and type(spec[2]) is list and spec[2] == g[3]
-                and spec[3] is g[4])
+        # One list comparison once the items it would compare elementwise
+        # (the array, the counts) are known to be the same object or lists;
+        # the datatype must be the same object (a freed handle can be reused).
+        return (type(spec) is list and len(spec) == 4 and spec[0] is g[0] and type(spec[1]) is list
+                and type(spec[2]) is list and spec == g[2] and spec[3] is g[3] and g[0].dtype is g[1])
     if n == 1:
         return spec is g[0]
     t = type(spec)
@@ -274,25 +276,49 @@ class Comm:
         self._last_reduction: dict = {}
         self._recalled: dict = {}
 
-    def _recall(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
-                prepare: Callable[..., calls.Call], *args: Any) -> None:
+    def _recall(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any) -> bool:
         """Blocking run that reuses the last call's prepared arguments when the
         buffer specs are unchanged and `extra` (root, counts, op: plain values)
         is equal: a loop over the same arrays and counts skips parsing the
-        v-form specs, which costs more than the collective."""
+        v-form specs, which costs more than the collective. False when the
+        call has to be prepared (then `_prepare_and_run`)."""
         last = self._recalled.get(name)
-        if (last is not None and extra == last[0] and _unchanged(sendbuf, last[1])
-                and _unchanged(recvbuf, last[2])):
-            call = last[3]
-            if call.before:
-                for step in call.before:
-                    step()
-            rc = _pmc_run(self._handle, call.args)
-            if rc:
-                self._check(rc, name)
-            if call.after:
-                call.finish()
-            return
+        if last is None or extra != last[0]:
+            return False
+        # The two common guards (an array; a spec MPI ignores here) inline.
+        g = last[1]
+        if len(g) == 2:
+            if sendbuf is not g[0] or sendbuf.dtype is not g[1]:
+                return False
+        elif len(g) == 1:
+            if sendbuf is not g[0]:
+                return False
+        elif not _unchanged(sendbuf, g):
+            return False
+        g = last[2]
+        if len(g) == 2:
+            if recvbuf is not g[0] or recvbuf.dtype is not g[1]:
+                return False
+        elif len(g) == 1:
+            if recvbuf is not g[0]:
+                return False
+        elif not _unchanged(recvbuf, g):
+            return False
+        call = last[3]
+        if call.before:
+            for step in call.before:
+                step()
+        rc = _pmc_run(self._handle, call.args)
+        if rc:
+            self._check(rc, name)
+        if call.after:
+            call.finish()
+        return True
+
+    def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
+                         prepare: Callable[..., calls.Call], *args: Any) -> None:
+        """Prepare a call from its specs, run it, and keep it for `_recall`
+        (sendbuf, recvbuf and extra as given to `_recall`; args for prepare)."""
         call = prepare(self, *args)
         gs, gr = _guard(sendbuf), _guard(recvbuf)
         if call.delegate is None and gs is not None and gr is not None:
@@ -574,8 +600,9 @@ class Comm:
         """Gather blocks of different sizes: at the root `recvbuf` is
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
         # recvbuf matters at the root only (MPI ignores it elsewhere).
-        self._recall("Gatherv", sendbuf, recvbuf if root == self._rank else None, root, calls.prepare_gatherv,
-                     sendbuf, recvbuf, root)
+        rb = recvbuf if root == self._rank else None
+        if not self._recall("Gatherv", sendbuf, rb, root):
+            self._prepare_and_run("Gatherv", sendbuf, rb, root, calls.prepare_gatherv, sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
@@ -607,14 +634,15 @@ class Comm:
         """Scatter blocks of different sizes: at the root `sendbuf` is
         ``[buf, counts, displs, datatype]``."""
         # sendbuf matters at the root only (MPI ignores it elsewhere).
-        self._recall("Scatterv", sendbuf if root == self._rank else None, recvbuf, root, calls.prepare_scatterv,
-                     sendbuf, recvbuf, root)
+        sb = sendbuf if root == self._rank else None
+        if not self._recall("Scatterv", sb, recvbuf, root):
+            self._prepare_and_run("Scatterv", sb, recvbuf, root, calls.prepare_scatterv, sendbuf, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`."""
-        self._recall("Allgatherv", sendbuf, recvbuf, None, calls.prepare_allgatherv,
-                     sendbuf, recvbuf)
+        if not self._recall("Allgatherv", sendbuf, recvbuf, None):
+            self._prepare_and_run("Allgatherv", sendbuf, recvbuf, None, calls.prepare_allgatherv, sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Block j of every rank's `sendbuf` goes to rank j, landing in block i for sender i.
@@ -640,8 +668,8 @@ class Comm:
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Alltoall with per-rank counts and displacements on both sides:
         ``[buf, counts, displs, datatype]`` for `sendbuf` and `recvbuf`."""
-        self._recall("Alltoallv", sendbuf, recvbuf, None, calls.prepare_alltoallv,
-                     sendbuf, recvbuf)
+        if not self._recall("Alltoallv", sendbuf, recvbuf, None):
+            self._prepare_and_run("Alltoallv", sendbuf, recvbuf, None, calls.prepare_alltoallv, sendbuf, recvbuf)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802
         """Reduce `sendbuf` (size x n elements) with `op`; rank i gets block i (n elements).
@@ -658,8 +686,10 @@ class Comm:
                        op: Any = MPI.SUM) -> None:
         """Reduce `sendbuf` with `op`; rank i gets recvcounts[i] elements of the result
         (recvcounts None: equal blocks)."""
-        self._recall("Reduce_scatter", sendbuf, recvbuf, (_snap(recvcounts), id(op)),
-                     calls.prepare_reduce_scatter, sendbuf, recvbuf, recvcounts, op)
+        extra = (_snap(recvcounts), id(op))
+        if not self._recall("Reduce_scatter", sendbuf, recvbuf, extra):
+            self._prepare_and_run("Reduce_scatter", sendbuf, recvbuf, extra, calls.prepare_reduce_scatter,
+                                  sendbuf, recvbuf, recvcounts, op)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""

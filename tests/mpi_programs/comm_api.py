@@ -23,6 +23,36 @@ def allgather_ok(comm: pymcoll.Comm) -> None:
     assert (recv.reshape(-1, 5) == np.arange(comm.size)[:, None]).all()
 
 
+def repeated_v_calls_see_changes(comm: pymcoll.Comm) -> None:
+    """A loop over the same arrays reuses the prepared call; counts changed in
+    place, a new datatype object and strided displacements must still be seen."""
+    size, rank = comm.size, comm.rank
+    big = 5000  # int32 elements: 20 KB blocks take the single-copy path
+    send = np.arange(size * (big + 3), dtype=np.int32) + 1000 * rank
+    recv = np.full(size * big, -1, np.int32)
+    counts, displs = [big] * size, [i * (big + 3) for i in range(size)]  # even stride with gaps
+    rcounts, rdispls = [big] * size, [i * big for i in range(size)]
+    for step in range(3):
+        if step == 1:
+            counts[:] = rcounts[:] = [7] * size  # changed in place: same list objects
+            rdispls[:] = [i * 7 for i in range(size)]
+        recv[:] = -1
+        comm.Alltoallv([send, counts, displs, MPI.INT32_T], [recv, rcounts, rdispls, MPI.INT32_T])
+        for j in range(size):
+            want = np.arange(rcounts[j], dtype=np.int32) + rank * (big + 3) + 1000 * j
+            assert (recv[rdispls[j]:rdispls[j] + rcounts[j]] == want).all(), (step, j)
+        root = step % size
+        out = np.full(counts[rank], -1, np.int32)
+        comm.Scatterv([send, counts, displs, MPI.INT32_T], out, root)
+        want = np.arange(counts[rank], dtype=np.int32) + rank * (big + 3) + 1000 * root
+        assert (out == want).all(), ("Scatterv", step)
+    # Another datatype object over the same array: the element size changes.
+    as_bytes = [send, [4 * c for c in counts], [4 * d for d in displs], MPI.BYTE]
+    recv[:] = -1
+    comm.Alltoallv(as_bytes, [recv, rcounts, rdispls, MPI.INT32_T])
+    assert (recv[rdispls[0]:rdispls[0] + rcounts[0]] == np.arange(7, dtype=np.int32) + rank * (big + 3)).all()
+
+
 def body() -> None:
     k = int(sys.argv[1]) if len(sys.argv) > 1 else None
     world = MPI.COMM_WORLD
@@ -95,6 +125,8 @@ def body() -> None:
         allgather_ok(scoped)
         inner = scoped.mpi
     assert inner == MPI.COMM_NULL  # the wrapped communicator was freed on exit
+
+    repeated_v_calls_see_changes(comm)
 
     wrapped_again = pymcoll.Comm(comm)
     assert wrapped_again.mpi is world

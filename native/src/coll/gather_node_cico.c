@@ -9,11 +9,6 @@
 
 #define MAX_CELL ((uint64_t)1 << 20)
 
-static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
-static inline uint64_t displ_of(const uint64_t *displs, uint64_t block, int i)
-{
-    return displs ? displs[i] : (uint64_t)i * block;
-}
 static inline uint64_t chunks_of(uint64_t bytes, uint64_t cell) { return (bytes + cell - 1) / cell; }
 
 int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
@@ -30,15 +25,15 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     if (cell > MAX_CELL) cell = MAX_CELL;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = region / cell < PMC_MAX_CELLS ? region / cell : PMC_MAX_CELLS;
-    const uint64_t mine = count_of(counts, block, me);
+    const uint64_t mine = pmc_count_of(counts, block, me);
     unsigned char *out = recv;
     const unsigned char *in = send;
 
 #define CELL(s) pmc_cell_rot((s), ncells, f->lstep)
 
     PMC_CO_BEGIN(f);
-    if (i_read && mine > 0 && send != out + displ_of(displs, block, me))
-        memcpy(out + displ_of(displs, block, me), send, mine);
+    if (i_read && mine > 0 && send != out + pmc_displ_of(displs, block, me))
+        memcpy(out + pmc_displ_of(displs, block, me), send, mine);
     if (L == 1) {
         f->pc = 0;
         return PMC_OK;
@@ -70,13 +65,13 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
         }
         if (i_read) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
-                if (f->k >= chunks_of(count_of(counts, block, n->others[f->j]), cell)) continue;
+                if (f->k >= chunks_of(pmc_count_of(counts, block, n->others[f->j]), cell)) continue;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, &n->others[f->j], 1, f->base + f->k + 1));
                 {
                     const int peer = n->others[f->j];
-                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(counts, block, peer);
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(counts, block, peer);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(out + displ_of(displs, block, peer) + off,
+                    memcpy(out + pmc_displ_of(displs, block, peer) + off,
                            n->seg.data + (uint64_t)peer * region + CELL(s) * cell, len);
                 }
             }

@@ -7,12 +7,6 @@
 #include "../comm.h"
 #include "node_algos.h"
 
-static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
-static inline uint64_t displ_of(const uint64_t *displs, uint64_t block, int i)
-{
-    return displs ? displs[i] : (uint64_t)i * block;
-}
-
 int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                         const uint64_t *counts, const uint64_t *displs, int root)
 {
@@ -25,18 +19,18 @@ int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
     f->aux = n->step + 1;
     if (i_write) {
         f[1].aux = f->aux;
-        PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count_of(counts, block, me)));
+        PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, pmc_count_of(counts, block, me)));
     }
     if (i_read) {
-        if (count_of(counts, block, me) > 0 && send != out + displ_of(displs, block, me))
-            memcpy(out + displ_of(displs, block, me), send, count_of(counts, block, me));
+        if (pmc_count_of(counts, block, me) > 0 && send != out + pmc_displ_of(displs, block, me))
+            memcpy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me));
         for (f->j = 0; f->j < L - 1; ++f->j) {
-            if (count_of(counts, block, n->others[f->j]) == 0) continue;
+            if (pmc_count_of(counts, block, n->others[f->j]) == 0) continue;
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &n->others[f->j], 1, f->aux));
             {
                 const int peer = n->others[f->j];
-                int rc = pmc_cma_fetch_from(op, peer, f->aux, 0, out + displ_of(displs, block, peer),
-                                            count_of(counts, block, peer));
+                int rc = pmc_cma_fetch_from(op, peer, f->aux, 0, out + pmc_displ_of(displs, block, peer),
+                                            pmc_count_of(counts, block, peer));
                 if (rc != PMC_OK) {
                     f->pc = 0;
                     return rc;

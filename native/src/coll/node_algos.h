@@ -13,6 +13,17 @@
 #include "../node/node.h"
 #include "../op.h"
 
+/* Block i's size and offset in an array of blocks given by counts and
+ * displacements, or (arrays NULL) `block` bytes each, back to back. */
+static inline uint64_t pmc_count_of(const uint64_t *counts, uint64_t block, int i)
+{
+    return counts ? counts[i] : block;
+}
+static inline uint64_t pmc_displ_of(const uint64_t *displs, uint64_t block, int i)
+{
+    return displs ? displs[i] : (uint64_t)i * block;
+}
+
 /* All local ranks post, all wait for all. */
 int pmc_barrier_node_flags(pmc_op *op, pmc_frame *f);
 /* Fan-in to local rank 0 (returns once every local rank arrived there). */

@@ -9,16 +9,11 @@
 
 #define MAX_CELL ((uint64_t)1 << 18)
 
-static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int i) { return counts ? counts[i] : block; }
-static inline uint64_t displ_of(const uint64_t *displs, uint64_t block, int i)
-{
-    return displs ? displs[i] : (uint64_t)i * block;
-}
 static inline uint64_t chunks_of(uint64_t bytes, uint64_t cell) { return (bytes + cell - 1) / cell; }
 /* Where data from `from` lands: scatter receivers have one block, at recv. */
 static inline uint64_t landing(const uint64_t *rdispls, uint64_t block, int from, int root)
 {
-    return root < 0 ? displ_of(rdispls, block, from) : 0;
+    return root < 0 ? pmc_displ_of(rdispls, block, from) : 0;
 }
 
 int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
@@ -44,9 +39,9 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     (n->seg.data + (uint64_t)(root < 0 ? (sender) : 0) * region + (uint64_t)(receiver) * sub)
 
     PMC_CO_BEGIN(f);
-    if (i_write && out != NULL && count_of(scounts, block, me) > 0 &&
-        in + displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
-        memcpy(out + landing(rdispls, block, me, root), in + displ_of(sdispls, block, me), count_of(scounts, block, me));
+    if (i_write && out != NULL && pmc_count_of(scounts, block, me) > 0 &&
+        in + pmc_displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
+        memcpy(out + landing(rdispls, block, me, root), in + pmc_displ_of(sdispls, block, me), pmc_count_of(scounts, block, me));
     if (L == 1) {
         f->pc = 0;
         return PMC_OK;
@@ -54,16 +49,16 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     f->n = 0;
     for (int i = 0; i < L; ++i) {
         if (i == me) continue;
-        if (i_write && chunks_of(count_of(scounts, block, i), cell) > f->n) f->n = chunks_of(count_of(scounts, block, i), cell);
-        if (i_read && (root < 0 || i == root) && chunks_of(count_of(rcounts, block, i), cell) > f->n)
-            f->n = chunks_of(count_of(rcounts, block, i), cell);
+        if (i_write && chunks_of(pmc_count_of(scounts, block, i), cell) > f->n) f->n = chunks_of(pmc_count_of(scounts, block, i), cell);
+        if (i_read && (root < 0 || i == root) && chunks_of(pmc_count_of(rcounts, block, i), cell) > f->n)
+            f->n = chunks_of(pmc_count_of(rcounts, block, i), cell);
     }
     f->base = n->step;
     f->lstep = pmc_node_use_layout(n, root < 0 ? PMC_LAYOUT_PAIRS : PMC_LAYOUT_SCATTER + root, f->base);
     for (f->k = 0; f->k < f->n; ++f->k) {
         if (i_write) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
-                if (f->k >= chunks_of(count_of(scounts, block, n->others[f->j]), cell)) continue;
+                if (f->k >= chunks_of(pmc_count_of(scounts, block, n->others[f->j]), cell)) continue;
                 /* Only the receiver reads a sub-region within one collective;
                  * a use in an earlier one may have had any reader. The last
                  * write is tracked per cell over all sub-regions: a later
@@ -77,9 +72,9 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                 }
                 {
                     const int to = n->others[f->j];
-                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(scounts, block, to);
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(scounts, block, to);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(SUB(me, to) + CELL(s) * cell, in + displ_of(sdispls, block, to) + off, len);
+                    memcpy(SUB(me, to) + CELL(s) * cell, in + pmc_displ_of(sdispls, block, to) + off, len);
                 }
             }
             n->cell_last[CELL(f->base + f->k + 1)] = f->base + f->k + 1;
@@ -87,12 +82,12 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
         }
         if (i_read) {
             for (f->j = 0; f->j < nsources; ++f->j) {
-                if (f->k >= chunks_of(count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell)) continue;
+                if (f->k >= chunks_of(pmc_count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell)) continue;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, root < 0 ? &n->others[f->j] : &root, 1,
                                          f->base + f->k + 1));
                 {
                     const int from = root < 0 ? n->others[f->j] : root;
-                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = count_of(rcounts, block, from);
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
                     memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
                 }

@@ -14,8 +14,6 @@
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
 
-static inline uint64_t count_of(const uint64_t *counts, uint64_t block, int j) { return counts ? counts[j] : block; }
-
 /* Elements of a block of `c` that one of n steps carries. */
 static inline uint64_t piece_of(uint64_t c, uint64_t n) { return (c + n - 1) / n; }
 
@@ -26,7 +24,7 @@ static inline uint64_t piece_of(uint64_t c, uint64_t n) { return (c + n - 1) / n
 static uint64_t interleaved_steps(const uint64_t *counts, uint64_t block, int L, uint64_t total, uint64_t per_chunk)
 {
     uint64_t n = (total + per_chunk - 1) / per_chunk, need = 0;
-    for (int j = 0; j < L; ++j) need += piece_of(count_of(counts, block, j), n);
+    for (int j = 0; j < L; ++j) need += piece_of(pmc_count_of(counts, block, j), n);
     if (need <= per_chunk) return n;
     if (per_chunk <= (uint64_t)L) return 0;
     /* Each piece rounds up by less than one element: sum <= total / n + L. */
@@ -77,7 +75,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
                                  pmc_cell_of(f->base + f->k + 1, ncells, f->lstep) * cell;
             uint64_t at = 0;
             for (int j = 0; j < L; ++j) {
-                const uint64_t c = count_of(counts, block, j), q = piece_of(c, f->n), from = f->k * q;
+                const uint64_t c = pmc_count_of(counts, block, j), q = piece_of(c, f->n), from = f->k * q;
                 if (from < c) memcpy(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize);
                 dst += q * esize;
                 at += c;
@@ -94,7 +92,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
             if (f->aux) {
                 const uint64_t q = piece_of(hi - lo, f->n);
                 slot = 0;
-                for (int j = 0; j < me; ++j) slot += piece_of(count_of(counts, block, j), f->n);
+                for (int j = 0; j < me; ++j) slot += piece_of(pmc_count_of(counts, block, j), f->n);
                 a = lo + f->k * q < hi ? lo + f->k * q : hi;
                 b = a + q < hi ? a + q : hi;
             } else {
