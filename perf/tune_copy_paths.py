@@ -7,6 +7,7 @@ of medians says which path wins at each size. The crossover sizes are what
 PYMCOLL_INLINE_MAX and PYMCOLL_CMA_MIN should be on this machine.
 
     mpiexec -n 2 python perf/tune_copy_paths.py [--paths cico,cma] [--min-bytes 4K] [--max-bytes 1M]
+        [--colls Bcast,Allgather,Gather,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce_scatter_block]
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from mpi4py import MPI
 
 import pymcoll
 from pymcoll.config import parse_bytes
+
+
+# Collectives whose receive buffer holds one block (or vector) of n bytes.
+VECTOR_OUT = ("Scan", "Exscan", "Allreduce", "Reduce_scatter_block")
 
 
 def make(comm: MPI.Comm, path: str) -> pymcoll.Comm:
@@ -71,8 +76,9 @@ def main() -> None:
     for coll in args.colls.split(","):
         n = lo
         while n <= hi:
-            send = np.zeros(n if coll not in ("Alltoall",) else n * size, np.uint8)
-            recv = np.zeros(n * size, np.uint8)
+            # n: bytes per rank's block (the whole vector for Scan, Exscan, Allreduce).
+            send = np.zeros(n * size if coll in ("Alltoall", "Reduce_scatter_block") else n, np.uint8)
+            recv = np.zeros(n if coll in VECTOR_OUT else n * size, np.uint8)
             iters = max(5, min(2000, (64 << 20) // max(n * size, 1)))
             med = {}
             samples: dict[str, list[float]] = {p: [] for p in paths}

@@ -1,8 +1,11 @@
-/* Exposing a buffer for single copy: its descriptor goes out inline. */
+/* Exposing a buffer for single copy (its descriptor goes out inline),
+ * fetching from a peer's exposed buffer, and reducing straight from the
+ * exposed inputs of several peers. */
 #include <string.h>
 
 #include "../comm.h"
 #include "../node/cma.h"
+#include "../reduce/reduce_ops.h"
 #include "node_algos.h"
 
 int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes)
@@ -19,4 +22,32 @@ int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst,
     pmc_desc d;
     memcpy(&d, pmc_inline_payload(pmc_inline_line(n, src, s)), sizeof(d));
     return pmc_fetch(n, src, &d, off, dst, len);
+}
+
+int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
+                        void *tmp, int dtype, int rop)
+{
+    const int me = op->c->node_ctx.local_rank;
+    const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = PMC_CMA_REDUCE_CHUNK / esize;
+    const unsigned char *in = send;
+    for (uint64_t a = lo; a < hi; a += per) {
+        const uint64_t m = hi - a < per ? hi - a : per;
+        unsigned char *acc = (unsigned char *)out + (a - lo) * esize;
+        for (int r = 0; r < upto; ++r) {
+            const unsigned char *src = in + a * esize;
+            if (r != me) {
+                /* The first input lands in the result directly. */
+                unsigned char *dst = r == 0 ? acc : tmp;
+                int rc = pmc_cma_fetch_from(op, r, s, a * esize, dst, m * esize);
+                if (rc != PMC_OK) return rc;
+                src = dst;
+            }
+            if (r == 0) {
+                if (src != acc) memcpy(acc, src, m * esize);
+            } else {
+                pmc_reduce_into(acc, src, m, dtype, rop);
+            }
+        }
+    }
+    return PMC_OK;
 }

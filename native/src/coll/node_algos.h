@@ -117,6 +117,11 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
 
 /* Prefix reduction in local rank order: inclusive (Scan) or exclusive
  * (Exscan: local rank 0's recv is left alone). */
+/* Scan (exclusive: Exscan) by single copy: every rank exposes its input
+ * and combines the inputs of the ranks before it (and its own) straight
+ * from their buffers. Not in place: the ranks after this one read its input. */
+int pmc_scan_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                      int exclusive);
 int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                   int exclusive);
 /* Every rank contributes; this rank combines the inputs of local ranks
@@ -148,6 +153,14 @@ int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *rec
 int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes);
 /* Copies len bytes at offset off of what local rank src exposed at step s. */
 int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst, uint64_t len);
+/* Bytes a reduction from exposed inputs fetches at a time: they stay in L2
+ * between the fetch and the combination. */
+#define PMC_CMA_REDUCE_CHUNK ((uint64_t)64 << 10)
+/* Elements [lo, hi) of the inputs local ranks 0 .. upto-1 exposed at step s
+ * (this rank's own from send), combined in rank order into out (hi - lo
+ * elements); tmp holds PMC_CMA_REDUCE_CHUNK bytes. */
+int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
+                        void *tmp, int dtype, int rop);
 int pmc_bcast_node_cma(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                         const uint64_t *counts, const uint64_t *displs, int root);

@@ -7,10 +7,7 @@
 #include <string.h>
 
 #include "../comm.h"
-#include "../reduce/reduce_ops.h"
 #include "node_algos.h"
-
-#define CHUNK ((uint64_t)64 << 10) /* stays in L2 between the fetch and the reduction */
 
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop)
@@ -18,7 +15,7 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     pmc_comm *c = op->c;
     pmc_node *n = &c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
-    const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = CHUNK / esize;
+    const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
     const int in_place = send == recv;
     uint64_t lo, hi, total;
     pmc_block_bounds(counts, block, L, me, &lo, &hi, &total);
@@ -28,42 +25,24 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, total * esize));
     /* In place the result waits aside: the others read this rank's input
      * from recv until they are done. */
-    f->p = pmc_scratch(c, (size_t)(CHUNK + (in_place ? (hi - lo) * esize : 0)));
+    f->p = pmc_scratch(c, (size_t)(PMC_CMA_REDUCE_CHUNK + (in_place ? (hi - lo) * esize : 0)));
     if (f->p == NULL) {
         f->pc = 0;
         return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
     }
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, n->others, L - 1, f->aux));
     {
-        const unsigned char *in = send;
         unsigned char *tmp = f->p;
-        unsigned char *acc = in_place ? tmp + CHUNK : (unsigned char *)recv;
-        for (uint64_t a = lo; a < hi; a += per) {
-            const uint64_t m = hi - a < per ? hi - a : per;
-            unsigned char *out = acc + (a - lo) * esize;
-            for (int r = 0; r < L; ++r) {
-                const unsigned char *src = in + a * esize;
-                if (r != me) {
-                    /* The first input lands in the result directly. */
-                    unsigned char *dst = r == 0 ? out : tmp;
-                    int rc = pmc_cma_fetch_from(op, r, f->aux, a * esize, dst, m * esize);
-                    if (rc != PMC_OK) {
-                        f->pc = 0;
-                        return rc;
-                    }
-                    src = dst;
-                }
-                if (r == 0) {
-                    if (src != out) memcpy(out, src, m * esize);
-                } else {
-                    pmc_reduce_into(out, src, m, dtype, rop);
-                }
-            }
+        int rc = pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, in_place ? tmp + PMC_CMA_REDUCE_CHUNK : recv, tmp,
+                                     dtype, rop);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
         }
     }
     pmc_node_post(n, PMC_FLAG_ACK, f->aux);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
-    if (in_place && hi > lo) memcpy(recv, (unsigned char *)f->p + CHUNK, (hi - lo) * esize);
+    if (in_place && hi > lo) memcpy(recv, (unsigned char *)f->p + PMC_CMA_REDUCE_CHUNK, (hi - lo) * esize);
     n->step = f->aux;
     PMC_CO_END(f);
 }

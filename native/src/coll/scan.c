@@ -24,6 +24,8 @@ static int scan_run(pmc_op *op, int exclusive)
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
                                             exclusive ? PMC_INLINE_EXSCAN : PMC_INLINE_SCAN));
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 0, 1) == PMC_PATH_CMA) {
+        PMC_AWAIT(f, pmc_scan_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_scan_node(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
     } else {
