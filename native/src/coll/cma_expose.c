@@ -30,6 +30,12 @@ int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint
     const int me = op->c->node_ctx.local_rank;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = PMC_CMA_REDUCE_CHUNK / esize;
     const unsigned char *in = send;
+    if (upto == 1) {
+        /* A copy of one input (Exscan's second rank, Scan's first): one fetch. */
+        if (me != 0) return pmc_cma_fetch_from(op, 0, s, lo * esize, out, (hi - lo) * esize);
+        if (in + lo * esize != (const unsigned char *)out) memcpy(out, in + lo * esize, (hi - lo) * esize);
+        return PMC_OK;
+    }
     for (uint64_t a = lo; a < hi; a += per) {
         const uint64_t m = hi - a < per ? hi - a : per;
         unsigned char *acc = (unsigned char *)out + (a - lo) * esize;
