@@ -285,24 +285,7 @@ class Comm:
         last = self._recalled.get(name)
         if last is None or extra != last[0]:
             return False
-        # The two common guards (an array; a spec MPI ignores here) inline.
-        g = last[1]
-        if len(g) == 2:
-            if sendbuf is not g[0] or sendbuf.dtype is not g[1]:
-                return False
-        elif len(g) == 1:
-            if sendbuf is not g[0]:
-                return False
-        elif not _unchanged(sendbuf, g):
-            return False
-        g = last[2]
-        if len(g) == 2:
-            if recvbuf is not g[0] or recvbuf.dtype is not g[1]:
-                return False
-        elif len(g) == 1:
-            if recvbuf is not g[0]:
-                return False
-        elif not _unchanged(recvbuf, g):
+        if not (_unchanged(sendbuf, last[1]) and _unchanged(recvbuf, last[2])):
             return False
         call = last[3]
         if call.before:
