@@ -100,9 +100,9 @@ static inline void pmc_block_bounds(const uint64_t *counts, uint64_t block, int 
     *lo = *total = 0;
     for (int i = 0; i < nblocks; ++i) {
         if (i == me) *lo = *total;
-        *total += counts ? counts[i] : block;
+        *total += pmc_count_of(counts, block, i);
     }
-    *hi = *lo + (counts ? counts[me] : block);
+    *hi = *lo + pmc_count_of(counts, block, me);
 }
 
 /* Reduce-scatter: local rank i receives elements [off_i, off_i + counts[i])
@@ -116,14 +116,14 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
                                 const uint64_t *counts, int dtype, int rop);
 
 /* Prefix reduction in local rank order: inclusive (Scan) or exclusive
- * (Exscan: local rank 0's recv is left alone). */
-/* Scan (exclusive: Exscan) by single copy: every rank exposes its input
- * and combines the inputs of the ranks before it (and its own) straight
- * from their buffers. Not in place: the ranks after this one read its input. */
-int pmc_scan_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
-                      int exclusive);
+ * (Exscan: local rank 0's recv is left alone). send may equal recv. */
 int pmc_scan_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                   int exclusive);
+/* The same by single copy: every rank exposes its input and combines the
+ * inputs of the ranks before it (and its own) straight from their buffers;
+ * in place the result waits in scratch until the ranks after it are done. */
+int pmc_scan_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                      int exclusive);
 /* Every rank contributes; this rank combines the inputs of local ranks
  * 0 .. upto-1 in rank order into recv (upto 0: it only contributes). */
 int pmc_reduce_node_flat(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,

@@ -41,7 +41,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     PMC_CO_BEGIN(f);
     if (i_write && out != NULL && pmc_count_of(scounts, block, me) > 0 &&
         in + pmc_displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
-        memcpy(out + landing(rdispls, block, me, root), in + pmc_displ_of(sdispls, block, me), pmc_count_of(scounts, block, me));
+        memcpy(out + landing(rdispls, block, me, root), in + pmc_displ_of(sdispls, block, me),
+               pmc_count_of(scounts, block, me));
     if (L == 1) {
         f->pc = 0;
         return PMC_OK;
@@ -49,7 +50,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     f->n = 0;
     for (int i = 0; i < L; ++i) {
         if (i == me) continue;
-        if (i_write && chunks_of(pmc_count_of(scounts, block, i), cell) > f->n) f->n = chunks_of(pmc_count_of(scounts, block, i), cell);
+        if (i_write && chunks_of(pmc_count_of(scounts, block, i), cell) > f->n)
+            f->n = chunks_of(pmc_count_of(scounts, block, i), cell);
         if (i_read && (root < 0 || i == root) && chunks_of(pmc_count_of(rcounts, block, i), cell) > f->n)
             f->n = chunks_of(pmc_count_of(rcounts, block, i), cell);
     }
@@ -87,7 +89,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                                          f->base + f->k + 1));
                 {
                     const int from = root < 0 ? n->others[f->j] : root;
-                    const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(rcounts, block, from);
+                    const uint64_t s = f->base + f->k + 1, off = f->k * cell;
+                    const uint64_t total = pmc_count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
                     memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
                 }

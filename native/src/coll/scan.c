@@ -10,6 +10,7 @@ static int scan_run(pmc_op *op, int exclusive)
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
     const void *send = a->in_place ? a->recvbuf : a->sendbuf;
+    const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
     PMC_CO_BEGIN(f);
     if (a->count == 0) {
         f->pc = 0;
@@ -17,14 +18,14 @@ static int scan_run(pmc_op *op, int exclusive)
     }
     if (c->size == 1) {
         if (!exclusive && send != a->recvbuf)
-            memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
+            memmove(a->recvbuf, send, bytes);
     } else if (pmc_use_mpi(c, a->coll) || (c->nnodes > 1 && !c->consecutive)) {
         /* Rank order is not node order: prefixes do not follow the nodes. */
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, bytes, 1, 0) == PMC_PATH_INLINE) {
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
                                             exclusive ? PMC_INLINE_EXSCAN : PMC_INLINE_SCAN));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 0, 1) == PMC_PATH_CMA) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA) {
         PMC_AWAIT(f, pmc_scan_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_scan_node(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
