@@ -211,6 +211,7 @@ class Comm:
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
         cfg.cma_min = config.value("PYMCOLL_CMA_MIN")
         cfg.flat_max = config.value("PYMCOLL_REDUCE_FLAT_MAX")
+        cfg.lanes_small_max = config.value("PYMCOLL_LANES_SMALL_MAX")
         cfg.copy = config.COPY_MODES.index(config.value("PYMCOLL_COPY"))
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
@@ -385,6 +386,18 @@ class Comm:
     def layout(self) -> Layout:
         """Nodes, local rank and lanes of this communicator."""
         return self._layout
+
+    def lane_traffic(self) -> tuple:
+        """(messages, bytes) this rank has sent to other nodes on its lane so far.
+
+        The lane algorithms count their point-to-point messages between nodes;
+        a rank past the lanes (local rank >= ``layout.lanes``) sends none.
+        """
+        handle = self._live_handle("lane_traffic")
+        msgs = ffi.new("uint64_t *")
+        nbytes = ffi.new("uint64_t *")
+        lib.pmc_comm_lane_traffic(handle, msgs, nbytes)
+        return int(msgs[0]), int(nbytes[0])
 
     @property
     def rank(self) -> int:

@@ -86,7 +86,7 @@ def parse_copy(text: str, name: str) -> str:
 
 
 def parse_algorithm(text: str, name: str) -> str:
-    """Parse an algorithm choice: auto, shm or mpi."""
+    """Parse an algorithm choice: auto, shm, mpi, leader or lanes."""
     value = text.strip().lower()
     if value not in ALGORITHMS:
         raise ValueError(f"{name}={text!r}: expected one of {', '.join(ALGORITHMS)}")
@@ -103,7 +103,7 @@ def parse_inline_max(text: str, name: str) -> int:
 
 # Data paths within a node and algorithm choices, in the core's numbering.
 COPY_MODES = ("auto", "inline", "cico", "cma", "direct")
-ALGORITHMS = ("auto", "shm", "mpi")
+ALGORITHMS = ("auto", "shm", "mpi", "leader", "lanes")
 # Collectives in the core's numbering (PMC_COLL_* - 1), for PYMCOLL_<NAME>_ALGORITHM.
 COLLECTIVES = ("Barrier", "Bcast", "Allgather", "Allreduce", "Reduce", "Gather", "Gatherv", "Scatter",
                "Scatterv", "Allgatherv", "Alltoall", "Alltoallv", "Reduce_scatter_block", "Reduce_scatter",
@@ -221,6 +221,10 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_REDUCE_FLAT_MAX", 4 << 10, parse_bytes,
                "largest vector (bytes) that every receiver of Allreduce/Reduce combines whole from all "
                "inputs (one step); longer vectors are split into slices reduced in parallel"),
+        Option("PYMCOLL_LANES_SMALL_MAX", 64 << 10, parse_bytes,
+               "largest payload per node (bytes) that the lane algorithms across nodes move through "
+               "the node buffer by exchange with radix L+1 (Allgather's Bruck, Allreduce's recursive "
+               "exchange, Bcast's tree); larger payloads take the L-lane ring and sliced forms"),
         Option("PYMCOLL_CMA_MIN", 16 << 10, parse_bytes,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
                "copy in/copy out"),
@@ -229,8 +233,10 @@ OPTIONS: dict[str, Option] = {
 for _coll in COLLECTIVES:
     OPTIONS[algorithm_option(_coll)] = Option(
         algorithm_option(_coll), "auto", parse_algorithm,
-        f"force {_coll}'s algorithm: shm (the node segment, MPI between nodes' leaders) or mpi "
-        f"(the wrapped MPI communicator's own collective); auto = shm when the segment is active")
+        f"force {_coll}'s algorithm: shm (the node segment inside nodes; between nodes the lanes "
+        f"where {_coll} has a lane algorithm), lanes (the same, said explicitly), leader (one "
+        f"leader per node talks between nodes), or mpi (the wrapped MPI communicator's own "
+        f"collective); auto = shm when the segment is active")
 
 
 def value(name: str, override: object = None) -> object:

@@ -67,6 +67,7 @@ typedef struct pmc_config {
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
     uint64_t flat_max;       /* largest vector every receiver reduces whole (above: slices) */
+    uint64_t lanes_small_max; /* largest payload per node the lanes move by radix-(L+1) exchange */
     int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
 } pmc_config;
@@ -74,8 +75,11 @@ typedef struct pmc_config {
 /* Data paths within a node (PYMCOLL_COPY). */
 enum { PMC_COPY_AUTO = 0, PMC_COPY_INLINE, PMC_COPY_CICO, PMC_COPY_CMA, PMC_COPY_DIRECT };
 /* Algorithm choice per collective (PYMCOLL_<COLL>_ALGORITHM): the node
- * segment (with MPI between nodes) or the wrapped MPI communicator. */
-enum { PMC_ALGO_AUTO = 0, PMC_ALGO_SHM, PMC_ALGO_MPI };
+ * segment (with MPI between nodes: auto and shm take the lanes where the
+ * collective has a lane algorithm), the wrapped MPI communicator, the
+ * single-leader hierarchy (one rank per node talks between nodes) or the
+ * multi-object lanes (every local rank below L talks to its lane peers). */
+enum { PMC_ALGO_AUTO = 0, PMC_ALGO_SHM, PMC_ALGO_MPI, PMC_ALGO_LEADER, PMC_ALGO_LANES };
 
 /* What a communicator looks like from one rank. */
 typedef struct pmc_layout {
@@ -101,6 +105,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
 #define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */
+#define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
 
 /* Fills cfg with the defaults (what zero fields mean). */
 void pmc_config_defaults(pmc_config *cfg);
@@ -122,6 +127,9 @@ const char *pmc_comm_note(const pmc_comm *c);
 /* Sequence number of the last collective started on this communicator. */
 uint64_t pmc_comm_seq(const pmc_comm *c);
 int pmc_comm_broken(const pmc_comm *c);
+/* Messages and bytes this rank has sent to other nodes on its lane (the
+ * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
+int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
 
 /* Collectives, as numbered in pmc_args.coll, traces and error messages. */
 enum {

@@ -183,20 +183,21 @@ static int node_cpu_count(pmc_comm *c, int *out)
  * hang, so creation fails instead, naming the setting. */
 static int agree_tuning(pmc_comm *c)
 {
-    enum { N = 4 + PMC_COLL_COUNT };
+    enum { N = 5 + PMC_COLL_COUNT };
     int64_t v[2 * N];
     v[0] = (int64_t)c->inline_max;
     v[1] = (int64_t)c->cma_min;
     v[2] = c->copy;
     v[3] = (int64_t)c->flat_max;
-    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[4 + i] = c->algorithm[i];
+    v[4] = (int64_t)c->lanes_small_max;
+    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[5 + i] = c->algorithm[i];
     for (int i = 0; i < N; ++i) v[N + i] = -v[i];
     CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, v, 2 * N, MPI_INT64_T, MPI_MAX, c->comm));
     for (int i = 0; i < N; ++i) {
         if (v[i] == -v[N + i]) continue;
         static const char *const names[] = {"PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_COPY",
-                                             "PYMCOLL_REDUCE_FLAT_MAX"};
-        const char *what = i < 4 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
+                                             "PYMCOLL_REDUCE_FLAT_MAX", "PYMCOLL_LANES_SMALL_MAX"};
+        const char *what = i < 5 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
         return pmc_fail(c, PMC_ERR_ARG, "%s differs across ranks (from %lld to %lld); every rank must use the "
                         "same tuning, or ranks would take different paths and hang", what,
                         (long long)-v[N + i], (long long)v[i]);
@@ -275,6 +276,12 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
                                 c->node, &c->lanecomm));
     if (c->lanecomm != MPI_COMM_NULL)
         CHECK_MPI(c, MPI_Comm_set_errhandler(c->lanecomm, MPI_ERRORS_RETURN));
+    c->lane_others = malloc(sizeof(int) * (size_t)c->lanes);
+    c->lcounts = calloc((size_t)local_size, sizeof(uint64_t));
+    c->ldispls = calloc((size_t)local_size, sizeof(uint64_t));
+    if (!c->lane_others || !c->lcounts || !c->ldispls) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < c->lanes; ++k)
+        if (k != local_rank) c->lane_others[c->nlane_others++] = k;
     CHECK_MPI(c, MPI_Comm_set_errhandler(c->nodecomm, MPI_ERRORS_RETURN));
 
     pmc_node *n = &c->node_ctx;
@@ -308,6 +315,7 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->heap_bytes = PMC_DEFAULT_HEAP_BYTES;
     cfg->flat_max = PMC_DEFAULT_FLAT_MAX;
     cfg->cma_min = PMC_DEFAULT_CMA_MIN;
+    cfg->lanes_small_max = PMC_DEFAULT_LANES_SMALL_MAX;
     cfg->shm_dir = "/dev/shm";
 }
 
@@ -327,9 +335,10 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
     if (cfg.cma_min == 0) cfg.cma_min = dflt.cma_min;
     if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
+    if (cfg.lanes_small_max == 0) cfg.lanes_small_max = dflt.lanes_small_max;
     if (cfg.copy < PMC_COPY_AUTO || cfg.copy > PMC_COPY_DIRECT) return PMC_ERR_ARG;
     for (int i = 0; i < 16; ++i)
-        if (cfg.algorithm[i] < PMC_ALGO_AUTO || cfg.algorithm[i] > PMC_ALGO_MPI) return PMC_ERR_ARG;
+        if (cfg.algorithm[i] < PMC_ALGO_AUTO || cfg.algorithm[i] > PMC_ALGO_LANES) return PMC_ERR_ARG;
     if (cfg.node_size < 0 || cfg.lanes < 0 || cfg.chunk_bytes < 64) return PMC_ERR_ARG;
     cfg.chunk_bytes &= ~(uint64_t)63;
 
@@ -345,6 +354,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     c->inline_max = cfg.inline_max;
     c->cma_min = cfg.cma_min;
     c->flat_max = cfg.flat_max;
+    c->lanes_small_max = cfg.lanes_small_max;
     c->copy = cfg.copy;
     for (int i = 1; i < PMC_COLL_COUNT; ++i) c->algorithm[i] = cfg.algorithm[i - 1];
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
@@ -388,6 +398,10 @@ int pmc_comm_free(pmc_comm *c)
     free(c->node_counts);
     free(c->node_displs);
     free(c->vcounts);
+    free(c->lane_others);
+    free(c->lcounts);
+    free(c->ldispls);
+    free(c->lreq);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);
     free(c);
@@ -431,6 +445,14 @@ const char *pmc_comm_errmsg(const pmc_comm *c) { return c ? c->errmsg : ""; }
 const char *pmc_comm_note(const pmc_comm *c) { return c ? c->note : ""; }
 uint64_t pmc_comm_seq(const pmc_comm *c) { return c ? c->coll_seq : 0; }
 int pmc_comm_broken(const pmc_comm *c) { return c ? c->broken : 1; }
+
+int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes)
+{
+    if (c == NULL || messages == NULL || bytes == NULL) return PMC_ERR_ARG;
+    *messages = c->lane_msgs;
+    *bytes = c->lane_bytes;
+    return PMC_OK;
+}
 
 #define PMC_STR2(x) #x
 #define PMC_STR(x) PMC_STR2(x)

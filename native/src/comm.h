@@ -36,6 +36,7 @@ struct pmc_comm {
     uint64_t inline_max; /* tuning table (agreed at creation) */
     uint64_t cma_min;
     uint64_t flat_max;
+    uint64_t lanes_small_max;
     int copy;
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */
@@ -47,6 +48,14 @@ struct pmc_comm {
     void *outer;        /* second scratch, for compositions that call ones using `scratch` */
     size_t outer_bytes;
     void *vcounts;      /* [4][size] MPI counts and displacements for flat v-collectives */
+    /* Lanes between nodes (coll/lanes.c). */
+    int *lane_others;   /* local ranks of the lanes (0 .. L-1) other than this rank */
+    int nlane_others;
+    uint64_t *lcounts;  /* [local_size] byte counts per local rank for a lane step's node copy */
+    uint64_t *ldispls;  /* [local_size] and their displacements */
+    MPI_Request *lreq;  /* lane messages in flight (one op at a time uses them) */
+    int nlreq, lreq_cap;
+    uint64_t lane_msgs, lane_bytes; /* sent by this rank to other nodes on its lane */
     /* Started operations, run in start order (op.c). */
     pmc_op *queue_head, *queue_tail;
     pmc_op *requests;   /* every request made on this communicator (to detach them at Free) */

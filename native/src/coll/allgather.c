@@ -2,7 +2,17 @@
 #include <string.h>
 
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
+
+int pmc_allgather_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block)
+{
+    pmc_comm *c = op->c;
+    if (pmc_node_path(c, block, 1, 0) == PMC_PATH_INLINE) return pmc_gather_node_inline(op, f, send, recv, block, -1);
+    if (pmc_node_path(c, block, 1, 1) == PMC_PATH_CMA)
+        return pmc_gather_node_cma(op, f, send, recv, block, NULL, NULL, -1);
+    return pmc_gather_node_cico(op, f, send, recv, block, NULL, NULL, -1, 1);
+}
 
 int pmc_allgather_run(pmc_op *op)
 {
@@ -20,12 +30,13 @@ int pmc_allgather_run(pmc_op *op)
         if (send != recv) memmove(recv, send, a->count);
     } else if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
-        PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, -1));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
-        PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, NULL, NULL, -1));
     } else if (c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, -1, 1));
+        PMC_AWAIT(f, pmc_allgather_node(op, f + 1, send, recv, a->count));
+    } else if (pmc_use_lanes(c, a->coll) && (uint64_t)c->max_local * a->count <= c->lanes_small_max &&
+               (uint64_t)c->size * a->count <= c->data_bytes) {
+        PMC_AWAIT(f, pmc_allgather_lanes_bruck(op, f + 1, send, recv, a->count));
+    } else if (pmc_use_lanes(c, a->coll)) {
+        PMC_AWAIT(f, pmc_allgather_lanes_ring(op, f + 1, send, recv, a->count));
     } else {
         PMC_AWAIT(f, pmc_allgather_hier(op, f + 1, send, recv, a->count));
     }

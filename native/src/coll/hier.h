@@ -28,6 +28,9 @@ PMC_DECLARE_COLL(scan)
 PMC_DECLARE_COLL(exscan)
 #undef PMC_DECLARE_COLL
 
+/* Allgather within the node (inline, single copy or copy in/out by size). */
+int pmc_allgather_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
+
 /* Compositions across nodes (frame f; node algorithms use f + 1). */
 int pmc_barrier_hier(pmc_op *op, pmc_frame *f);
 int pmc_bcast_hier(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);

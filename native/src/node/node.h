@@ -28,6 +28,8 @@ enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1, PMC_FLAG_LINE = 2 };
 enum {
     PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS, PMC_LAYOUT_REGIONS, PMC_LAYOUT_REDUCE, PMC_LAYOUT_PAIRS,
     PMC_LAYOUT_SLICES,
+    /* The lane algorithms' node buffer: the whole area, one use per call. */
+    PMC_LAYOUT_NODEBUF,
     /* + root: the root writes every sub-region, so a new root starts a new
      * layout (its writes' cells are tracked by the writer only). */
     PMC_LAYOUT_SCATTER

@@ -1,0 +1,88 @@
+/* Lane messages, the node buffer and the node-wide share of lane parts. */
+#include <stdlib.h>
+
+#include "lanes.h"
+#include "node_algos.h"
+
+/* Lane messages of one op share a tag: ops run one at a time and in the same
+ * order on every rank, and MPI keeps messages between a pair in order. */
+#define LANE_TAG 7311
+
+static MPI_Request *next_request(pmc_comm *c)
+{
+    if (c->nlreq == c->lreq_cap) {
+        const int cap = c->lreq_cap ? 2 * c->lreq_cap : 16;
+        MPI_Request *r = realloc(c->lreq, sizeof(MPI_Request) * (size_t)cap);
+        if (r == NULL) return NULL;
+        c->lreq = r;
+        c->lreq_cap = cap;
+    }
+    return &c->lreq[c->nlreq];
+}
+
+static int start(pmc_op *op, void *buf, uint64_t bytes, int node, int sending)
+{
+    pmc_comm *c = op->c;
+    pmc_mpi_count n;
+    int rc = pmc_mpi_count_of(c, bytes, &n);
+    if (rc != PMC_OK) return rc;
+    MPI_Request *req = next_request(c);
+    if (req == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for lane requests", c->node_ctx.coll);
+    int mrc;
+#if MPI_VERSION >= 4
+    mrc = sending ? MPI_Isend_c(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req)
+                  : MPI_Irecv_c(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req);
+#else
+    mrc = sending ? MPI_Isend(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req)
+                  : MPI_Irecv(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req);
+#endif
+    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, sending ? "MPI_Isend (lane)" : "MPI_Irecv (lane)");
+    ++c->nlreq;
+    if (sending) {
+        ++c->lane_msgs;
+        c->lane_bytes += bytes;
+    }
+    return PMC_OK;
+}
+
+int pmc_lane_send(pmc_op *op, const void *buf, uint64_t bytes, int node)
+{
+    return start(op, (void *)(uintptr_t)buf, bytes, node, 1);
+}
+
+int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node) { return start(op, buf, bytes, node, 0); }
+
+int pmc_lane_wait(pmc_op *op)
+{
+    pmc_comm *c = op->c;
+    if (c->nlreq == 0) return PMC_OK;
+    int mrc, flag = 1;
+    if (op->blocking) {
+        mrc = MPI_Waitall(c->nlreq, c->lreq, MPI_STATUSES_IGNORE);
+    } else {
+        mrc = MPI_Testall(c->nlreq, c->lreq, &flag, MPI_STATUSES_IGNORE);
+    }
+    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, op->blocking ? "MPI_Waitall (lanes)" : "MPI_Testall (lanes)");
+    if (!flag) return PMC_PENDING;
+    ++c->polls_passed;
+    c->nlreq = 0;
+    return PMC_OK;
+}
+
+unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes)
+{
+    if (c->node_ctx.local_size > 1) return c->node_ctx.seg.data;
+    return pmc_scratch(c, (size_t)(bytes > 0 ? bytes : 1));
+}
+
+int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf)
+{
+    pmc_comm *c = op->c;
+    const int me = c->node_ctx.local_rank;
+    uint64_t largest = 0;
+    for (int j = 0; j < c->node_ctx.local_size; ++j)
+        if (c->lcounts[j] > largest) largest = c->lcounts[j];
+    const unsigned char *mine = (const unsigned char *)buf + c->ldispls[me];
+    if (pmc_single_copy(c, largest)) return pmc_gather_node_cma(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1);
+    return pmc_gather_node_cico(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1, 1);
+}

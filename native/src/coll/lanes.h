@@ -1,0 +1,65 @@
+/* Lanes between nodes (the multi-object design): local rank k < L of every
+ * node is lane k and talks only to lane k of other nodes, over the lane
+ * communicator whose ranks are node indices. The helpers here start and
+ * complete a lane's point-to-point messages (counted per rank), give the
+ * node buffer the lane algorithms share, and measure node ranges. */
+#ifndef PMC_COLL_LANES_H
+#define PMC_COLL_LANES_H
+
+#include "../comm.h"
+
+/* Starts a send / receive of `bytes` to / from `node` on this rank's lane;
+ * completed together by pmc_lane_wait. */
+int pmc_lane_send(pmc_op *op, const void *buf, uint64_t bytes, int node);
+int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node);
+/* Completes every lane message started (blocks or polls by op->blocking). */
+int pmc_lane_wait(pmc_op *op);
+
+/* This rank's lane, or -1 for a local rank past the lanes. */
+static inline int pmc_lane_of(const pmc_comm *c)
+{
+    return c->node_ctx.local_rank < c->lanes ? c->node_ctx.local_rank : -1;
+}
+
+/* Whether the lane algorithms serve collective `coll` across nodes (the
+ * single-leader hierarchy when PYMCOLL_<COLL>_ALGORITHM=leader). */
+static inline int pmc_use_lanes(const pmc_comm *c, int coll)
+{
+    return c->algorithm[coll] != PMC_ALGO_LEADER;
+}
+
+/* Bytes of the blocks of the `j` nodes starting at node `from` (cyclic),
+ * each rank `block` bytes: node m's ranks are members[member_start[m] ..]. */
+static inline uint64_t pmc_nodes_bytes(const pmc_comm *c, int from, int j, uint64_t block)
+{
+    const int end = from + j;
+    const uint64_t ranks = end <= c->nnodes
+                               ? (uint64_t)((end < c->nnodes ? c->member_start[end] : c->size) - c->member_start[from])
+                               : (uint64_t)(c->size - c->member_start[from] + c->member_start[end - c->nnodes]);
+    return ranks * block;
+}
+
+/* Rounds of an exchange that multiplies the nodes covered by `radix` each
+ * round until all nnodes are covered. */
+static inline int pmc_lane_rounds(int nnodes, int radix)
+{
+    int r = 0;
+    for (long cur = 1; cur < nnodes; cur *= radix) ++r;
+    return r;
+}
+
+/* The node buffer of `bytes`: the segment's data area, shared by the node's
+ * ranks (the caller checked bytes <= c->data_bytes), or this rank's scratch
+ * on a node of one rank (no segment). NULL when out of memory. */
+unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes);
+
+/* Allgatherv among the node's ranks of parts of one buffer: local rank j
+ * holds c->lcounts[j] bytes at buf + c->ldispls[j] and every rank ends with
+ * all parts (copy in/out or single copy by the largest part). */
+int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf);
+
+/* Lane algorithms across nodes (frame f; node steps use f + 1). */
+int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
+int pmc_allgather_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
+
+#endif
