@@ -395,6 +395,7 @@ int pmc_comm_free(pmc_comm *c)
     free(c->member_start);
     free(c->scratch);
     free(c->outer);
+    free(c->lane_scratch);
     free(c->node_counts);
     free(c->node_displs);
     free(c->vcounts);

@@ -47,6 +47,8 @@ struct pmc_comm {
     size_t scratch_bytes;
     void *outer;        /* second scratch, for compositions that call ones using `scratch` */
     size_t outer_bytes;
+    void *lane_scratch; /* third, for the lane algorithms' own parts (around node steps using `scratch`) */
+    size_t lane_scratch_bytes;
     void *vcounts;      /* [4][size] MPI counts and displacements for flat v-collectives */
     /* Lanes between nodes (coll/lanes.c). */
     int *lane_others;   /* local ranks of the lanes (0 .. L-1) other than this rank */
@@ -78,6 +80,7 @@ int pmc_mpi_fail(pmc_comm *c, int mpi_rc, const char *call);
 /* Scratch buffer of at least bytes (kept for reuse). */
 void *pmc_scratch(pmc_comm *c, size_t bytes);
 void *pmc_scratch_outer(pmc_comm *c, size_t bytes);
+void *pmc_scratch_lane(pmc_comm *c, size_t bytes);
 
 /* Common entry of every collective start: numbers the call, refuses a
  * broken communicator and points error messages at the call. */

@@ -86,6 +86,16 @@ void *pmc_scratch_outer(pmc_comm *c, size_t bytes)
     return p;
 }
 
+void *pmc_scratch_lane(pmc_comm *c, size_t bytes)
+{
+    if (bytes <= c->lane_scratch_bytes) return c->lane_scratch;
+    void *p = realloc(c->lane_scratch, bytes);
+    if (p == NULL) return NULL;
+    c->lane_scratch = p;
+    c->lane_scratch_bytes = bytes;
+    return p;
+}
+
 int pmc_mpi_count_of(pmc_comm *c, uint64_t bytes, pmc_mpi_count *out)
 {
 #if MPI_VERSION >= 4

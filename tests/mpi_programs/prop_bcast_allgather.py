@@ -42,6 +42,14 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
         edges.add(min(region // 2 // 64 * 64, 1 << 20))
     for name in ("PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_REDUCE_FLAT_MAX"):
         edges.add(int(config.value(name)))
+    if layout.nnodes > 1:
+        # Across nodes: the lanes' switch from exchange to ring, by the
+        # node's payload (Allgather) or the vector (Allreduce), and where the
+        # exchange's slots stop fitting the node buffer.
+        small = int(config.value("PYMCOLL_LANES_SMALL_MAX"))
+        edges.update({small, small // layout.max_local})
+        slots = layout.max_local + 2 + 2 * (layout.lanes + 1)
+        edges.add(layout.data_bytes // slots // 64 * 64)
     return sorted(e for e in edges if e > 0)
 
 

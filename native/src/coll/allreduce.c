@@ -2,7 +2,17 @@
 #include <string.h>
 
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
+
+int pmc_allreduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop)
+{
+    pmc_comm *c = op->c;
+    if (!pmc_use_lanes(c, op->a.coll)) return pmc_allreduce_hier(op, f, send, recv, count, dtype, rop);
+    if (pmc_allreduce_lanes_fits(c, count * (uint64_t)pmc_dtype_size(dtype)))
+        return pmc_allreduce_lanes_exchange(op, f, send, recv, count, dtype, rop);
+    return pmc_allreduce_lanes_ring(op, f, send, recv, count, dtype, rop);
+}
 
 int pmc_allreduce_run(pmc_op *op)
 {
@@ -26,7 +36,7 @@ int pmc_allreduce_run(pmc_op *op)
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
     } else {
-        PMC_AWAIT(f, pmc_allreduce_hier(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op));
+        PMC_AWAIT(f, pmc_allreduce_across(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op));
     }
     PMC_CO_END(f);
 }

@@ -36,6 +36,9 @@ int pmc_barrier_hier(pmc_op *op, pmc_frame *f);
 int pmc_bcast_hier(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 int pmc_allgather_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 int pmc_allreduce_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop);
+/* Allreduce across nodes: the lanes (exchange or ring by size) or, with
+ * PYMCOLL_<COLL>_ALGORITHM=leader, the single-leader hierarchy. */
+int pmc_allreduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop);
 int pmc_reduce_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                     int root);
 int pmc_scan_hier(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,

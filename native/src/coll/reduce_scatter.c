@@ -60,7 +60,7 @@ static int reduce_scatter_run(pmc_op *op)
             f->pc = 0;
             return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
         }
-        PMC_AWAIT(f, pmc_allreduce_hier(op, f + 1, send, f->p, total, a->dtype, a->op));
+        PMC_AWAIT(f, pmc_allreduce_across(op, f + 1, send, f->p, total, a->dtype, a->op));
         if (len > 0) memcpy(a->recvbuf, (unsigned char *)f->p + lo * esize, len * esize);
     }
     PMC_CO_END(f);

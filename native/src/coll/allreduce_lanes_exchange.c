@@ -1,0 +1,210 @@
+/* Allreduce across nodes for small vectors (PiP-MColl's small-message
+ * algorithm): the node's ranks copy their inputs into the node buffer and
+ * reduce them slice by slice in parallel into the node's partial; then a
+ * recursive exchange runs over nodes with radix up to L+1. In a round the
+ * q nodes of a group (q <= L+1) swap partials, lane k sending to the
+ * (k+1)-th next member, and the lanes combine the q partials in group order,
+ * one slice each, into the next round's partial: every member computes the
+ * same bits. A node count that is not b * (L+1)^a with b <= L+1 folds
+ * first: node M+j hands its partial to node j and gets the result back.
+ *
+ * Node buffer, in slots of the vector's size rounded to 64 bytes:
+ * [max_local inputs | own partial, folded partial | 2 x (L+1) round slots]. */
+#include <string.h>
+
+#include "../reduce/reduce_ops.h"
+#include "hier.h"
+#include "lanes.h"
+#include "node_algos.h"
+
+typedef struct plan {
+    int M;       /* nodes in the exchange (the rest fold into them) */
+    int b;       /* radix of the first round (1: none) */
+    int rounds;  /* rounds of the exchange */
+} plan;
+
+static plan plan_of(int N, int R)
+{
+    plan p = {1, 1, 0};
+    long pw = 1;
+    int a = 0;
+    while (pw * R <= N) {
+        pw *= R;
+        ++a;
+    }
+    p.b = (int)(N / pw);
+    p.M = (int)pw * p.b;
+    p.rounds = a + (p.b > 1);
+    return p;
+}
+
+/* Radix and stride of round r. */
+static void round_of(const plan *p, int R, int r, int *q, long *stride)
+{
+    if (p->b > 1 && r == 0) {
+        *q = p->b;
+        *stride = 1;
+        return;
+    }
+    long s = p->b > 1 ? p->b : 1;
+    for (int i = p->b > 1 ? 1 : 0; i < r; ++i) s *= R;
+    *q = R;
+    *stride = s;
+}
+
+static uint64_t slot_bytes(uint64_t bytes) { return (bytes + 63) & ~(uint64_t)63; }
+
+int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes)
+{
+    return bytes <= c->lanes_small_max &&
+           ((uint64_t)c->max_local + 2u + 2u * ((uint64_t)c->lanes + 1u)) * slot_bytes(bytes) <= c->data_bytes;
+}
+
+/* Combines slots first .. first+q-1 (in order) into dst, elements [lo, hi). */
+static void combine(unsigned char *buf, uint64_t vp, int first, int q, unsigned char *dst, uint64_t lo, uint64_t hi,
+                    int dtype, int rop)
+{
+    const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
+    if (hi <= lo) return;
+    memcpy(dst + lo * esize, buf + (uint64_t)first * vp + lo * esize, (hi - lo) * esize);
+    for (int i = 1; i < q; ++i)
+        pmc_reduce_into(dst + lo * esize, buf + (uint64_t)(first + i) * vp + lo * esize, hi - lo, dtype, rop);
+}
+
+int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
+                                 int rop)
+{
+    pmc_comm *c = op->c;
+    pmc_node *n = &c->node_ctx;
+    const int N = c->nnodes, R = c->lanes + 1, me = n->local_rank, lane = pmc_lane_of(c);
+    const int shared = n->local_size > 1;
+    const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype), vp = slot_bytes(bytes);
+    const plan p = plan_of(N, R);
+    const int main_node = c->node < p.M, extra = c->node + p.M < N ? c->node + p.M : -1;
+    const int IN = 0, F = c->max_local, X = c->max_local + 2;
+    /* Slot of round r's partial of digit d (r = rounds: the result). */
+#define XSLOT(r, d) (X + ((r) % 2) * R + (d))
+    unsigned char *buf = f->p;
+    /* f->aux: last step posted; f->j: round; f->n: steps in all (for ranks past the lanes). */
+    PMC_CO_BEGIN(f);
+    f->p = pmc_node_buffer(c, (uint64_t)(X + 2 * R) * vp);
+    if (f->p == NULL) {
+        f->pc = 0;
+        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    }
+    buf = f->p;
+    f->base = n->step;
+    f->n = 2u + (main_node ? 2u * (uint64_t)p.rounds + (extra >= 0 ? 2u : 0u) : 1u);
+    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
+    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
+    memcpy(buf + (uint64_t)(IN + me) * vp, send, bytes);
+    if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);
+    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->base + 1));
+    {
+        /* The node's partial: in F when it folds (either side), else round 0's slot. */
+        int digit0 = 0, q0;
+        long s0;
+        round_of(&p, R, 0, &q0, &s0);
+        if (main_node) digit0 = (int)((c->node / s0) % q0);
+        const int dst = !main_node || extra >= 0 ? F : XSLOT(0, digit0);
+        combine(buf, vp, IN, n->local_size, buf + (uint64_t)dst * vp, count * (uint64_t)me / (uint64_t)n->local_size,
+                count * (uint64_t)(me + 1) / (uint64_t)n->local_size, dtype, rop);
+    }
+    if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 2);
+    f->aux = f->base + 2;
+    if (lane < 0) {
+        /* Ranks past the lanes helped with the node's partial; they wait for the result. */
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->base + f->n));
+    } else {
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->base + 2));
+        if (!main_node) {
+            /* Fold: hand the partial over, get the result back. */
+            if (lane == 0) {
+                int rc = pmc_lane_send(op, buf + (uint64_t)F * vp, bytes, c->node - p.M);
+                if (rc == PMC_OK) rc = pmc_lane_recv(op, buf + (uint64_t)XSLOT(0, 0) * vp, bytes, c->node - p.M);
+                if (rc != PMC_OK) {
+                    f->pc = 0;
+                    return rc;
+                }
+            }
+            PMC_AWAIT(f, pmc_lane_wait(op));
+            f->aux = f->base + 3;
+            if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+        } else {
+            if (extra >= 0) {
+                if (lane == 0) {
+                    int rc = pmc_lane_recv(op, buf + (uint64_t)(F + 1) * vp, bytes, extra);
+                    if (rc != PMC_OK) {
+                        f->pc = 0;
+                        return rc;
+                    }
+                }
+                PMC_AWAIT(f, pmc_lane_wait(op));
+                f->aux = f->base + 3;
+                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+                {
+                    int q0;
+                    long s0;
+                    round_of(&p, R, 0, &q0, &s0);
+                    combine(buf, vp, F, 2, buf + (uint64_t)XSLOT(0, (int)((c->node / s0) % q0)) * vp,
+                            count * (uint64_t)lane / (uint64_t)c->lanes, count * (uint64_t)(lane + 1) / (uint64_t)c->lanes,
+                            dtype, rop);
+                }
+                f->aux = f->base + 4;
+                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+            }
+            for (f->j = 0; f->j < p.rounds; ++f->j) {
+                {
+                    int q;
+                    long s;
+                    round_of(&p, R, f->j, &q, &s);
+                    const int d = (int)((c->node / s) % q);
+                    const long group = c->node - (long)d * s;
+                    if (lane + 1 < q) {
+                        const int to = (int)(group + (long)((d + lane + 1) % q) * s);
+                        const int fd = (d - lane - 1 + q) % q;
+                        int rc = pmc_lane_recv(op, buf + (uint64_t)XSLOT(f->j, fd) * vp, bytes, (int)(group + (long)fd * s));
+                        if (rc == PMC_OK) rc = pmc_lane_send(op, buf + (uint64_t)XSLOT(f->j, d) * vp, bytes, to);
+                        if (rc != PMC_OK) {
+                            f->pc = 0;
+                            return rc;
+                        }
+                    }
+                }
+                PMC_AWAIT(f, pmc_lane_wait(op));
+                f->aux += 1;
+                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+                {
+                    int q, qn = 1;
+                    long s, sn = 1;
+                    round_of(&p, R, f->j, &q, &s);
+                    if (f->j + 1 < p.rounds) round_of(&p, R, f->j + 1, &qn, &sn);
+                    const int dnext = f->j + 1 < p.rounds ? (int)((c->node / sn) % qn) : 0;
+                    combine(buf, vp, XSLOT(f->j, 0), q, buf + (uint64_t)XSLOT(f->j + 1, dnext) * vp,
+                            count * (uint64_t)lane / (uint64_t)c->lanes, count * (uint64_t)(lane + 1) / (uint64_t)c->lanes,
+                            dtype, rop);
+                }
+                f->aux += 1;
+                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
+                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+            }
+            if (extra >= 0 && lane == 0) {
+                int rc = pmc_lane_send(op, buf + (uint64_t)XSLOT(p.rounds, 0) * vp, bytes, extra);
+                if (rc != PMC_OK) {
+                    f->pc = 0;
+                    return rc;
+                }
+            }
+        }
+    }
+    memcpy(recv, buf + (uint64_t)(main_node ? XSLOT(p.rounds, 0) : XSLOT(0, 0)) * vp, bytes);
+    PMC_AWAIT(f, pmc_lane_wait(op));
+    n->step = f->base + f->n;
+    if (shared) pmc_node_post(n, PMC_FLAG_ACK, n->step);
+    PMC_CO_END(f);
+#undef XSLOT
+}
