@@ -1,6 +1,15 @@
 /* Bcast: algorithm choice. */
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
+
+int pmc_bcast_node(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root)
+{
+    pmc_comm *c = op->c;
+    if (pmc_node_path(c, bytes, 1, 0) == PMC_PATH_INLINE) return pmc_bcast_node_inline(op, f, buf, bytes, root);
+    if (pmc_node_path(c, bytes, 1, 1) == PMC_PATH_CMA) return pmc_bcast_node_cma(op, f, buf, bytes, root);
+    return pmc_bcast_node_cico(op, f, buf, bytes, root);
+}
 
 int pmc_bcast_run(pmc_op *op)
 {
@@ -14,12 +23,12 @@ int pmc_bcast_run(pmc_op *op)
     }
     if (pmc_use_mpi(c, a->coll)) {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
-        PMC_AWAIT(f, pmc_bcast_node_inline(op, f + 1, a->recvbuf, a->count, a->root));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
-        PMC_AWAIT(f, pmc_bcast_node_cma(op, f + 1, a->recvbuf, a->count, a->root));
     } else if (c->nnodes == 1) {
-        PMC_AWAIT(f, pmc_bcast_node_cico(op, f + 1, a->recvbuf, a->count, a->root));
+        PMC_AWAIT(f, pmc_bcast_node(op, f + 1, a->recvbuf, a->count, a->root));
+    } else if (pmc_use_lanes(c, a->coll) && a->count <= c->lanes_small_max && a->count <= c->data_bytes) {
+        PMC_AWAIT(f, pmc_bcast_lanes_tree(op, f + 1, a->recvbuf, a->count, a->root));
+    } else if (pmc_use_lanes(c, a->coll)) {
+        PMC_AWAIT(f, pmc_bcast_lanes_sliced(op, f + 1, a->recvbuf, a->count, a->root));
     } else {
         PMC_AWAIT(f, pmc_bcast_hier(op, f + 1, a->recvbuf, a->count, a->root));
     }

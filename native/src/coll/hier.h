@@ -28,6 +28,8 @@ PMC_DECLARE_COLL(scan)
 PMC_DECLARE_COLL(exscan)
 #undef PMC_DECLARE_COLL
 
+/* Bcast within the node (inline, single copy or copy in/out by size). */
+int pmc_bcast_node(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 /* Allgather within the node (inline, single copy or copy in/out by size). */
 int pmc_allgather_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 

@@ -48,6 +48,38 @@ static inline int pmc_lane_rounds(int nnodes, int radix)
     return r;
 }
 
+/* The (L+1)-ary tree over nodes numbered from the root's node (v = node -
+ * root_node, mod N), written in base L+1. Node v > 0 hangs below v - k*d,
+ * where d is the place of v's lowest non-zero digit and k that digit, on
+ * lane k-1, and owns the subtree [v, v + d) (cut at N): subtrees are
+ * contiguous node ranges. A node's children: for each distance e = 1, L+1,
+ * (L+1)^2, ... below its d (below N at the root), lane j's child is
+ * v + (j+1)*e when inside the subtree. */
+static inline void pmc_tree_parent(int v, int radix, long *d, int *k)
+{
+    long e = 1;
+    while (v % (e * radix) == 0) e *= radix;
+    *d = e;
+    *k = (int)((v / e) % radix);
+}
+static inline int pmc_tree_span(int v, int radix, int nnodes)
+{
+    if (v == 0) return nnodes;
+    long d;
+    int k;
+    pmc_tree_parent(v, radix, &d, &k);
+    return (int)(d < nnodes - v ? d : nnodes - v);
+}
+/* Distances below which node v has children: its d, or N at the root. */
+static inline long pmc_tree_limit(int v, int radix, int nnodes)
+{
+    if (v == 0) return nnodes;
+    long d;
+    int k;
+    pmc_tree_parent(v, radix, &d, &k);
+    return d;
+}
+
 /* The node buffer of `bytes`: the segment's data area, shared by the node's
  * ranks (the caller checked bytes <= c->data_bytes), or this rank's scratch
  * on a node of one rank (no segment). NULL when out of memory. */
@@ -61,6 +93,8 @@ int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf);
 /* Lane algorithms across nodes (frame f; node steps use f + 1). */
 int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 int pmc_allgather_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
+int pmc_bcast_lanes_tree(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
+int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 /* Whether a vector of `bytes` takes the recursive exchange (small, fits the node buffer). */
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
 int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
