@@ -50,6 +50,7 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
         edges.update({small, small // layout.max_local})
         slots = layout.max_local + 2 + 2 * (layout.lanes + 1)
         edges.add(layout.data_bytes // slots // 64 * 64)
+        edges.add(layout.data_bytes // layout.size)  # Scatter/Gather's tree: all blocks in the buffer
     return sorted(e for e in edges if e > 0)
 
 

@@ -93,13 +93,18 @@ int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf);
 /* Lane algorithms across nodes (frame f; node steps use f + 1). */
 int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 int pmc_allgather_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
+/* Whether Scatter/Gather of `block` per rank fit the node buffer (the tree). */
+int pmc_scatter_lanes_fits(const pmc_comm *c, uint64_t block);
+int pmc_scatter_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
+int pmc_gather_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
 int pmc_bcast_lanes_tree(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 /* Whether a vector of `bytes` takes the recursive exchange (small, fits the node buffer). */
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
 int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                                  int rop);
+/* root >= 0: Reduce to that rank (recv is read there only). */
 int pmc_allreduce_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
-                             int rop);
+                             int rop, int root);
 
 #endif

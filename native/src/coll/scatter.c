@@ -1,6 +1,8 @@
-/* Scatter and Scatterv: algorithm choice. Across nodes they run through
- * MPI until the lane algorithms take them over. */
+/* Scatter and Scatterv: algorithm choice. Across nodes Scatter takes the
+ * lanes' tree while the root's blocks fit the node buffer; larger ones and
+ * Scatterv run through the wrapped communicator's MPI_Iscatter(v). */
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
 
 int pmc_scatter_run(pmc_op *op)
@@ -18,6 +20,8 @@ int pmc_scatter_run(pmc_op *op)
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, NULL, NULL, a->in_place ? NULL : a->recvbuf, NULL,
                                          NULL, a->count, a->root, 1));
+    } else if (!pmc_use_mpi(c, a->coll) && pmc_use_lanes(c, a->coll) && pmc_scatter_lanes_fits(c, a->count)) {
+        PMC_AWAIT(f, pmc_scatter_lanes_tree(op, f + 1, a->sendbuf, a->in_place ? NULL : a->recvbuf, a->count, a->root));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
