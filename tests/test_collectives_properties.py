@@ -1,7 +1,9 @@
 """Property tests of every collective (blocking, non-blocking, persistent)
-against the pymcoll.testing oracle at 1-5 ranks: one node, virtual nodes
-(block and cyclic), a small segment that makes messages wrap the cells,
-no segment at all, and PYMCOLL_CHECK on."""
+against the pymcoll.testing oracle at 1-8 ranks: one node, virtual nodes
+(block and cyclic, even and uneven, nodes of one rank), the lanes across
+nodes with every switch point forced and a lane cap, the single-leader
+variant, a small segment that makes messages wrap the cells, no segment at
+all, and PYMCOLL_CHECK on."""
 
 from __future__ import annotations
 
@@ -29,6 +31,18 @@ CONFIGS = [
     (4, {"PYMCOLL_COPY": "cico"}),
     (4, {"PYMCOLL_COPY": "cma"}),
     (3, {"PYMCOLL_COPY": "cma", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "1K"}),
+    # Across virtual nodes on the lanes: 3+3+2, 4 x 2, 4+2, nodes of one rank,
+    # ranks dealt round-robin; rings and sliced forms forced; one lane; the
+    # single leader; a node buffer too small for the exchanges and trees.
+    (8, {"PYMCOLL_NODE_SIZE": "3"}),
+    (8, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_LANES_SMALL_MAX": "1"}),
+    (6, {"PYMCOLL_NODE_SIZE": "4", "PYMCOLL_COPY": "cma"}),
+    (5, {"PYMCOLL_NODE_SIZE": "1"}),
+    (7, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_NODE_LAYOUT": "cyclic", "PYMCOLL_LANES": "1"}),
+    (6, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "2K"}),
+    (6, {"PYMCOLL_NODE_SIZE": "2", **{f"PYMCOLL_{c}_ALGORITHM": "leader"
+                                      for c in ("BCAST", "ALLGATHER", "ALLREDUCE", "REDUCE", "SCATTER",
+                                                "GATHER", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK")}}),
 ]
 
 
@@ -53,6 +67,15 @@ def test_direct_path_with_heap_buffers(n: int) -> None:
                    env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_COPY": "direct", "PYMCOLL_HEAP_SIZE": "256M"},
                    timeout=600)
     assert "OK" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("node_size", [3, 2], ids=lambda k: f"nodes-of-{k}")
+def test_lanes_carry_traffic_together(node_size: int) -> None:
+    # 8 ranks as 3+3+2 or 4 x 2: every lane sends its share of the rings, the
+    # ranks past the lanes send nothing, the single leader leaves lanes idle.
+    proc = run_mpi(8, "lane_traffic", env={"PYMCOLL_TIMEOUT": "60", "PYMCOLL_NODE_SIZE": str(node_size)},
+                   timeout=300)
+    assert "OK lanes carry traffic" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_progress_thread_runs_requests() -> None:
