@@ -268,11 +268,13 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int copy, node_size, shm_off, progress, heap;
+        uint64_t lanes_small_max; /* 1: the lanes' rings and sliced forms at every size */
     } configs[] = {
-        {"auto", PMC_COPY_AUTO, 0, 0, 0, 0},       {"cico", PMC_COPY_CICO, 0, 0, 0, 0},
-        {"cma", PMC_COPY_CMA, 0, 0, 0, 0},         {"direct", PMC_COPY_DIRECT, 0, 0, 0, 1},
-        {"inline", PMC_COPY_INLINE, 0, 0, 0, 0},   {"node_size=2", PMC_COPY_AUTO, 2, 0, 0, 0},
-        {"shm off", PMC_COPY_AUTO, 0, 1, 0, 0},    {"progress thread", PMC_COPY_AUTO, 0, 0, 1, 0},
+        {"auto", PMC_COPY_AUTO, 0, 0, 0, 0, 0},       {"cico", PMC_COPY_CICO, 0, 0, 0, 0, 0},
+        {"cma", PMC_COPY_CMA, 0, 0, 0, 0, 0},         {"direct", PMC_COPY_DIRECT, 0, 0, 0, 1, 0},
+        {"inline", PMC_COPY_INLINE, 0, 0, 0, 0, 0},   {"node_size=2", PMC_COPY_AUTO, 2, 0, 0, 0, 0},
+        {"node_size=1", PMC_COPY_AUTO, 1, 0, 0, 0, 0}, {"node_size=2 rings", PMC_COPY_AUTO, 2, 0, 0, 0, 1},
+        {"shm off", PMC_COPY_AUTO, 0, 1, 0, 0, 0},    {"progress thread", PMC_COPY_AUTO, 0, 0, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); ++i) {
         snprintf(t_who, sizeof(t_who), "rank %d/%d %s", g_rank, g_size, configs[i].name);
@@ -287,6 +289,7 @@ int main(int argc, char **argv)
         cfg.shm_mode = configs[i].shm_off ? PMC_SHM_OFF : PMC_SHM_AUTO;
         cfg.progress_thread = configs[i].progress && provided == MPI_THREAD_MULTIPLE;
         cfg.cma_min = 1024;
+        if (configs[i].lanes_small_max) cfg.lanes_small_max = configs[i].lanes_small_max;
         pmc_comm *c = NULL;
         int rc = pmc_comm_create((uintptr_t)MPI_COMM_WORLD, &cfg, &c);
         CHECK_RC(rc, PMC_OK, "see stderr");
