@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Multi-object (lanes) against single-leader against the MPI, across virtual nodes.
+
+Three implementations of each collective run side by side in one launch,
+interleaved block by block (MEASURE.md): pymcoll with the lane algorithms
+(PYMCOLL_<COLL>_ALGORITHM=lanes), pymcoll with one leader per node
+(=leader; for Scatter and Gather, which have no leader variant, that is the
+wrapped communicator's MPI collective), and mpi4py's collective on the
+same ranks. Every rank is in a virtual node of --node-size ranks, so the
+"inter-node" messages are the MPI's own shared-memory transport: the
+timings show the algorithms' structure, not a network's.
+
+  python perf/bench_lanes.py --np 4 --node-size 2              # 2 nodes x 2
+  python perf/bench_lanes.py --np 8 --node-size 2 --max-bytes 256K
+  python perf/bench_lanes.py --np 12 --node-size 3 --check-only   # correctness at 12 ranks
+
+Writes perf/results/lanes_np<N>_ns<K>_<mpi>.json and a PNG of lanes/leader and
+lanes/MPI per size; prints OSU-style tables with both ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_collectives as bc  # noqa: E402  (shares cases, timing and launch)
+
+COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce")
+IMPLS = ("lanes", "leader", "mpi4py")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--np", type=int, default=4, help="ranks (default 4)")
+    ap.add_argument("--node-size", type=int, default=2, help="ranks per virtual node (default 2)")
+    ap.add_argument("--colls", default=",".join(COLLS), help="comma list of " + ",".join(COLLS))
+    ap.add_argument("--min-bytes", default="8", help="smallest per-rank size (default 8)")
+    ap.add_argument("--max-bytes", default="1M", help="largest per-rank size (default 1M)")
+    ap.add_argument("--blocks", type=int, default=5, help="timed blocks per implementation (default 5)")
+    ap.add_argument("--iters-scale", type=float, default=0.3, help="scale of iterations per block")
+    ap.add_argument("--check-only", action="store_true",
+                    help="verify every collective at every size on all three, no timing")
+    ap.add_argument("--out", default=None, help="output stem (default perf/results/lanes_np<N>_ns<K>_<mpi>)")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--mpiexec", default=None)
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.colls = bc.parse_list(args.colls, COLLS, "--colls")
+    args.min = bc.bench.parse_size(args.min_bytes, "--min-bytes")
+    args.max = bc.bench.parse_size(args.max_bytes, "--max-bytes")
+    return args
+
+
+def sizes(lo: int, hi: int) -> list[int]:
+    out, s = [], max(4, lo)
+    while s <= hi:
+        out.append(s)
+        s *= 4
+    return out
+
+
+def make_comm(world: MPI.Comm, node_size: int, algorithm: str) -> Any:
+    import pymcoll
+    for coll in bc.METHODS.values():
+        os.environ[f"PYMCOLL_{coll.upper()}_ALGORITHM"] = algorithm
+    comm = pymcoll.Comm(world, node_size=node_size)
+    for coll in bc.METHODS.values():
+        del os.environ[f"PYMCOLL_{coll.upper()}_ALGORITHM"]
+    return comm
+
+
+def measure(comms: dict[str, Any], world: MPI.Comm, coll: str, size: int, args: argparse.Namespace,
+            seed: int) -> list[dict[str, Any]]:
+    n = world.size
+    root = (n - 1) if coll in bc.ROOTED else 0  # a root off local rank 0 and off node 0
+    case = bc.make_case(coll, size, world.rank, n, root=root)
+    if case is None:
+        return []
+    method = bc.METHODS[coll]
+    calls: dict[str, Callable[[], None]] = {}
+    releases = []
+    for impl in IMPLS:
+        obj = world if impl == "mpi4py" else comms[impl]
+        calls[impl], rel = bc.make_call(obj, method, case.args, "plain")
+        releases.append(rel)
+    wrong = {}
+    for j, impl in enumerate(calls):
+        case.fill(seed + 7 * j)
+        calls[impl]()
+        wrong[impl] = int(world.allreduce(case.check(seed + 7 * j), op=MPI.SUM))
+    rec = {"coll": coll, "size": case.size, "ranks": n, "node_size": args.node_size, "root": case.root}
+    if args.check_only:
+        for rel in releases:
+            rel()
+        return [{**rec, "impl": impl, "wrong": wrong[impl]} for impl in calls]
+    cap = max(1, int(bc.bench.default_iters(max(case.send_bytes, case.recv_bytes, 1)) * args.iters_scale))
+    per_call_us, n_iters, _ = bc.time_blocks(world, calls, case.stamp, cap=cap,
+                                             min_iters=max(1, min(bc.bench.MIN_ITERS, cap)),
+                                             target_s=bc.bench.TARGET_BLOCK_S * args.iters_scale,
+                                             blocks=args.blocks)
+    for rel in releases:
+        rel()
+    med = {impl: float(np.median(per_call_us[j])) for j, impl in enumerate(calls)}
+    out = []
+    for j, impl in enumerate(calls):
+        t = per_call_us[j]
+        out.append({**rec, "impl": impl, "iters": n_iters, "median_us": med[impl], "min_us": float(t.min()),
+                    "max_us": float(t.max()), "block_us": [round(float(x), 3) for x in t], "wrong": wrong[impl],
+                    "vs_leader": med[impl] / med["leader"] if med["leader"] > 0 else None,
+                    "vs_mpi": med[impl] / med["mpi4py"] if med["mpi4py"] > 0 else None})
+    return out
+
+
+def table(records: list[dict[str, Any]], coll: str) -> str:
+    rows = [r for r in records if r["coll"] == coll and r["impl"] == "lanes"]
+    by = {(r["size"], r["impl"]): r for r in records if r["coll"] == coll}
+    lines = [f"# {bc.METHODS[coll]}  (lanes = multi-object, leader = one leader per node, mpi = mpi4py)",
+             f"# {'Size':>9} {'lanes(us)':>11} {'leader(us)':>11} {'mpi(us)':>11} {'vs_leader':>10} {'vs_mpi':>8}"
+             f" {'#wrong':>7}"]
+    for r in rows:
+        s = r["size"]
+        lines.append(f"  {s:>9d} {r['median_us']:>11.2f} {by[(s, 'leader')]['median_us']:>11.2f} "
+                     f"{by[(s, 'mpi4py')]['median_us']:>11.2f} {r['vs_leader']:>10.2f} {r['vs_mpi']:>8.2f} "
+                     f"{sum(by[(s, i)]['wrong'] for i in IMPLS):>7d}")
+    return "\n".join(lines)
+
+
+def plot(records: list[dict[str, Any]], header: dict[str, Any], path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    colls = [c for c in COLLS if any(r["coll"] == c for r in records)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, key, title in ((axes[0], "vs_leader", "lanes / single leader"), (axes[1], "vs_mpi", "lanes / MPI")):
+        for coll in colls:
+            rows = [r for r in records if r["coll"] == coll and r["impl"] == "lanes"]
+            ax.plot([r["size"] for r in rows], [r[key] for r in rows], marker="o", label=bc.METHODS[coll])
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("bytes per rank")
+        ax.set_title(title + " (< 1: lanes faster)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("ratio of medians")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"{header['ranks']} ranks as {header['nnodes']} virtual nodes of {header['node_size']} "
+                 f"({header['mpi']}, {header['commit']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    world = MPI.COMM_WORLD.Dup()
+    comms = {"lanes": make_comm(world, args.node_size, "lanes"), "leader": make_comm(world, args.node_size, "leader")}
+    lay = comms["lanes"].layout
+    ident = bc.mpi_identity()
+    run_facts = bc.bench.describe_run(comms["lanes"], node_size=args.node_size)
+    header = {"benchmark": "lanes", "ranks": world.size, "node_size": args.node_size, "nnodes": lay.nnodes,
+              "lanes": lay.lanes, "mpi": f"{ident['mpi_name']} {ident['mpi_version']}",
+              "commit": (run_facts.get("commit") or "?")[:7], "cpus": len(os.sched_getaffinity(0)),
+              "check_only": args.check_only, "iters_scale": args.iters_scale, "blocks": args.blocks}
+    records: list[dict[str, Any]] = []
+    todo = [(c, s) for c in args.colls for s in sizes(args.min, args.max)]
+    for i, (coll, size) in enumerate(todo):
+        if world.rank == 0:
+            print(f"[{i + 1}/{len(todo)}] {bc.METHODS[coll]} {size} B", file=sys.stderr, flush=True)
+        records += measure(comms, world, coll, size, args, seed=1000 + i)
+    bad = sum(r["wrong"] for r in records)
+    if world.rank == 0:
+        print(f"# {header['ranks']} ranks, {lay.nnodes} virtual nodes of {args.node_size} ({lay.lanes} lanes), "
+              f"{header['mpi']}, {header['commit']}, {header['cpus']} CPUs")
+        if args.check_only:
+            print(f"checked {len(todo)} cases x {len(IMPLS)} implementations: {bad} wrong elements")
+        else:
+            for coll in args.colls:
+                print(table(records, coll))
+        stem = args.out or os.path.join(bc.RESULTS, f"lanes_np{world.size}_ns{args.node_size}"
+                                        + (f"_{ident['mpi_tag']}" if ident["mpi_tag"] else ""))
+        os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+        with open(stem + ".json", "w") as f:
+            json.dump({"header": header, "records": records}, f, indent=1)
+        if not args.check_only and not args.no_plot and plot(records, header, stem + ".png"):
+            print(f"wrote {stem}.json and {stem}.png")
+        else:
+            print(f"wrote {stem}.json")
+    for comm in comms.values():
+        comm.Free()
+    return 1 if bad else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if not args.launched and MPI.COMM_WORLD.size == 1 and args.np > 1:
+        return launch(args, argv)
+    return run(args)
+
+
+def launch(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run this script under mpiexec -n args.np (oversubscribed past the CPUs)."""
+    import subprocess
+    program = [sys.executable, os.path.abspath(__file__), *argv, "--launched"]
+    cmd, env = bc.launch.mpiexec_command(args.np, program, args.mpiexec)
+    if bc.launch.mpiexec_flavor(cmd[0]) == "openmpi" and args.np > len(os.sched_getaffinity(0)):
+        cmd.insert(1, "--oversubscribe")
+    print(f"bench_lanes: running: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    try:
+        return subprocess.run(cmd, env=env, timeout=args.timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"bench_lanes: stopped after --timeout={args.timeout:g} s", file=sys.stderr)
+        return 124
+
+
+if __name__ == "__main__":
+    sys.exit(main())
