@@ -162,20 +162,23 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     return PMC_OK;
 }
 
-/* CPUs the ranks of this node can run on together: the union of their
- * affinity masks. A rank bound to one core still spins happily when its
- * peers have cores of their own; ranks sharing cores must yield instead. */
-static int node_cpu_count(pmc_comm *c, int *out)
+/* Whether the ranks of this host outnumber the CPUs they can run on
+ * together (the union of their affinity masks). A rank bound to one core
+ * still spins happily when its peers have cores of their own; ranks sharing
+ * cores must yield instead. Counted over the host, not the (virtual) node:
+ * virtual nodes on one host share its cores. The same on every rank of the
+ * host, so every node agrees. */
+static int host_oversubscribed(pmc_comm *c, MPI_Comm host, int *out)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-        *out = pmc_online_cpus();
-        return PMC_OK;
-    }
-    CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, &set, (int)sizeof(set), MPI_BYTE, MPI_BOR, c->nodecomm));
-    int n = CPU_COUNT(&set);
-    *out = n > 0 ? n : 1;
+    int ranks = 1;
+    CHECK_MPI(c, MPI_Comm_size(host, &ranks));
+    int cpus = pmc_online_cpus();
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) CPU_ZERO(&set);
+    CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, &set, (int)sizeof(set), MPI_BYTE, MPI_BOR, host));
+    if (CPU_COUNT(&set) > 0) cpus = CPU_COUNT(&set);
+    *out = ranks > cpus;
     return PMC_OK;
 }
 
@@ -248,10 +251,19 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
         const int nvirtual = (ssize + cfg->node_size - 1) / cfg->node_size;
         const int color = cfg->node_cyclic ? srank % nvirtual : c->rank / cfg->node_size;
         int rc = MPI_Comm_split(shared, color, c->rank, &c->nodecomm);
-        free_comm(&shared);
-        if (rc != MPI_SUCCESS) return pmc_mpi_fail(c, rc, "MPI_Comm_split");
+        if (rc != MPI_SUCCESS) {
+            free_comm(&shared);
+            return pmc_mpi_fail(c, rc, "MPI_Comm_split");
+        }
     } else {
         c->nodecomm = shared;
+    }
+    {
+        int over = 0;
+        int rc = host_oversubscribed(c, shared, &over);
+        if (shared != c->nodecomm) free_comm(&shared);
+        if (rc != PMC_OK) return rc;
+        c->node_ctx.yield_now = over;
     }
     int local_rank, local_size;
     CHECK_MPI(c, MPI_Comm_rank(c->nodecomm, &local_rank));
@@ -288,10 +300,6 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->local_rank = local_rank;
     n->local_size = local_size;
     n->timeout = cfg->timeout;
-    int cpus = 0;
-    int rc2 = node_cpu_count(c, &cpus);
-    if (rc2 != PMC_OK) return rc2;
-    n->yield_now = local_size > cpus;
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);
