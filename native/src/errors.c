@@ -66,35 +66,22 @@ int pmc_coll_leave(pmc_comm *c, int status)
     return status;
 }
 
-void *pmc_scratch(pmc_comm *c, size_t bytes)
+/* A buffer kept for reuse, grown to at least bytes. */
+static void *grow(void **buf, size_t *have, size_t bytes)
 {
-    if (bytes <= c->scratch_bytes) return c->scratch;
-    void *p = realloc(c->scratch, bytes);
+    if (bytes <= *have) return *buf;
+    void *p = realloc(*buf, bytes);
     if (p == NULL) return NULL;
-    c->scratch = p;
-    c->scratch_bytes = bytes;
+    *buf = p;
+    *have = bytes;
     return p;
 }
 
-void *pmc_scratch_outer(pmc_comm *c, size_t bytes)
-{
-    if (bytes <= c->outer_bytes) return c->outer;
-    void *p = realloc(c->outer, bytes);
-    if (p == NULL) return NULL;
-    c->outer = p;
-    c->outer_bytes = bytes;
-    return p;
-}
+void *pmc_scratch(pmc_comm *c, size_t bytes) { return grow(&c->scratch, &c->scratch_bytes, bytes); }
 
-void *pmc_scratch_lane(pmc_comm *c, size_t bytes)
-{
-    if (bytes <= c->lane_scratch_bytes) return c->lane_scratch;
-    void *p = realloc(c->lane_scratch, bytes);
-    if (p == NULL) return NULL;
-    c->lane_scratch = p;
-    c->lane_scratch_bytes = bytes;
-    return p;
-}
+void *pmc_scratch_outer(pmc_comm *c, size_t bytes) { return grow(&c->outer, &c->outer_bytes, bytes); }
+
+void *pmc_scratch_lane(pmc_comm *c, size_t bytes) { return grow(&c->lane_scratch, &c->lane_scratch_bytes, bytes); }
 
 int pmc_mpi_count_of(pmc_comm *c, uint64_t bytes, pmc_mpi_count *out)
 {

@@ -26,24 +26,6 @@ static int round_start(pmc_op *op, unsigned char *buf, uint64_t block, int lane,
     return rc;
 }
 
-/* Copies node blocks from the rotated buffer into rank order. */
-static void copy_out(const pmc_comm *c, const unsigned char *buf, unsigned char *out, uint64_t block)
-{
-    uint64_t off = 0;
-    for (int j = 0; j < c->nnodes; ++j) {
-        const int m = (c->node + j) % c->nnodes;
-        const uint64_t bytes = (uint64_t)c->node_count[m] * block;
-        if (c->consecutive) {
-            memcpy(out + (uint64_t)c->node_first[m] * block, buf + off, bytes);
-        } else {
-            for (int i = 0; i < c->node_count[m]; ++i)
-                memcpy(out + (uint64_t)c->members[c->member_start[m] + i] * block, buf + off + (uint64_t)i * block,
-                       block);
-        }
-        off += bytes;
-    }
-}
-
 int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block)
 {
     pmc_comm *c = op->c;
@@ -83,7 +65,7 @@ int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *
     } else {
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->base + 1 + f->n));
     }
-    copy_out(c, f->p, recv, block);
+    pmc_nodes_reorder(c, f->p, recv, block, c->node, 1);
     n->step = f->base + 1 + f->n;
     if (shared) pmc_node_post(n, PMC_FLAG_ACK, n->step);
     PMC_CO_END(f);

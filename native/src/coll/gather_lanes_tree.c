@@ -9,24 +9,6 @@
 #include "lanes.h"
 #include "node_algos.h"
 
-/* Node blocks from the root's node on, into rank order. */
-static void copy_out(const pmc_comm *c, const unsigned char *buf, unsigned char *recv, uint64_t block, int root_node)
-{
-    uint64_t off = 0;
-    for (int j = 0; j < c->nnodes; ++j) {
-        const int m = (root_node + j) % c->nnodes;
-        const uint64_t bytes = (uint64_t)c->node_count[m] * block;
-        if (c->consecutive) {
-            memcpy(recv + (uint64_t)c->node_first[m] * block, buf + off, bytes);
-        } else {
-            for (int i = 0; i < c->node_count[m]; ++i)
-                memcpy(recv + (uint64_t)c->members[c->member_start[m] + i] * block, buf + off + (uint64_t)i * block,
-                       block);
-        }
-        off += bytes;
-    }
-}
-
 int pmc_gather_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root)
 {
     pmc_comm *c = op->c;
@@ -77,7 +59,7 @@ int pmc_gather_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->base + 1));
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->base + 2));
         if (v == 0) {
-            copy_out(c, f->p, recv, block, root_node);
+            pmc_nodes_reorder(c, f->p, recv, block, root_node, 1);
         } else {
             long d;
             int k;

@@ -1,5 +1,6 @@
 /* Lane messages, the node buffer and the node-wide share of lane parts. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "lanes.h"
 #include "node_algos.h"
@@ -85,4 +86,23 @@ int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf)
     const unsigned char *mine = (const unsigned char *)buf + c->ldispls[me];
     if (pmc_single_copy(c, largest)) return pmc_gather_node_cma(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1);
     return pmc_gather_node_cico(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1, 1);
+}
+
+void pmc_nodes_reorder(const pmc_comm *c, unsigned char *nodebuf, unsigned char *ranks, uint64_t block, int first,
+                       int to_ranks)
+{
+    uint64_t off = 0;
+    for (int j = 0; j < c->nnodes; ++j) {
+        const int m = (first + j) % c->nnodes;
+        const uint64_t bytes = (uint64_t)c->node_count[m] * block;
+        for (int i = 0; i < (c->consecutive ? 1 : c->node_count[m]); ++i) {
+            /* Consecutive nodes move whole; others rank by rank. */
+            const int r = c->consecutive ? c->node_first[m] : c->members[c->member_start[m] + i];
+            const uint64_t len = c->consecutive ? bytes : block;
+            unsigned char *nb = nodebuf + off + (uint64_t)i * block, *rk = ranks + (uint64_t)r * block;
+            if (to_ranks) memcpy(rk, nb, len);
+            else memcpy(nb, rk, len);
+        }
+        off += bytes;
+    }
 }

@@ -85,6 +85,12 @@ static inline long pmc_tree_limit(int v, int radix, int nnodes)
  * on a node of one rank (no segment). NULL when out of memory. */
 unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes);
 
+/* Copies the blocks of every node between nodebuf, where they lie in node
+ * order from node `first` (cyclic), each node's ranks by local rank, and
+ * ranks, in rank order: to_ranks = 1 from nodebuf to ranks, 0 back. */
+void pmc_nodes_reorder(const pmc_comm *c, unsigned char *nodebuf, unsigned char *ranks, uint64_t block, int first,
+                       int to_ranks);
+
 /* Allgatherv among the node's ranks of parts of one buffer: local rank j
  * holds c->lcounts[j] bytes at buf + c->ldispls[j] and every rank ends with
  * all parts (copy in/out or single copy by the largest part). */

@@ -15,24 +15,6 @@ int pmc_scatter_lanes_fits(const pmc_comm *c, uint64_t block)
     return (uint64_t)c->size * block <= c->data_bytes;
 }
 
-/* The root's blocks, in node order from the root's node. */
-static void lay_out(const pmc_comm *c, const unsigned char *send, unsigned char *buf, uint64_t block, int root_node)
-{
-    uint64_t off = 0;
-    for (int j = 0; j < c->nnodes; ++j) {
-        const int m = (root_node + j) % c->nnodes;
-        const uint64_t bytes = (uint64_t)c->node_count[m] * block;
-        if (c->consecutive) {
-            memcpy(buf + off, send + (uint64_t)c->node_first[m] * block, bytes);
-        } else {
-            for (int i = 0; i < c->node_count[m]; ++i)
-                memcpy(buf + off + (uint64_t)i * block, send + (uint64_t)c->members[c->member_start[m] + i] * block,
-                       block);
-        }
-        off += bytes;
-    }
-}
-
 int pmc_scatter_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root)
 {
     pmc_comm *c = op->c;
@@ -52,7 +34,7 @@ int pmc_scatter_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *rec
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     f->peers[0] = root_local;
     if (v == 0) {
-        if (me == root_local) lay_out(c, send, f->p, block, root_node);
+        if (me == root_local) pmc_nodes_reorder(c, f->p, (unsigned char *)(uintptr_t)send, block, root_node, 0);
     } else {
         long d;
         int k;
