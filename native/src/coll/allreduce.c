@@ -14,16 +14,20 @@ int pmc_allreduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     return pmc_allreduce_lanes_ring(op, f, send, recv, count, dtype, rop, -1);
 }
 
-/* Reduce across nodes: small vectors up the lanes' (L+1)-ary tree, large
- * ones by the lane ring ending at the root's node; or the single leader. */
+/* Reduce across nodes: small vectors by the lanes' exchange (the result
+ * lands on every node; ranks other than the root keep it aside), large ones
+ * by the lane ring ending at the root's node; or the single leader. */
 static int reduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv)
 {
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
+    const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
     if (!pmc_use_lanes(c, a->coll)) return pmc_reduce_hier(op, f, send, recv, a->count, a->dtype, a->op, a->root);
-    if (pmc_reduce_lanes_fits(c, a->count * (uint64_t)pmc_dtype_size(a->dtype)))
-        return pmc_reduce_lanes_tree(op, f, send, recv, a->count, a->dtype, a->op, a->root);
-    return pmc_allreduce_lanes_ring(op, f, send, recv, a->count, a->dtype, a->op, a->root);
+    if (!pmc_allreduce_lanes_fits(c, bytes))
+        return pmc_allreduce_lanes_ring(op, f, send, recv, a->count, a->dtype, a->op, a->root);
+    void *out = c->rank == a->root ? recv : pmc_scratch_lane(c, (size_t)bytes);
+    if (out == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
+    return pmc_allreduce_lanes_exchange(op, f, send, out, a->count, a->dtype, a->op);
 }
 
 int pmc_allreduce_run(pmc_op *op)

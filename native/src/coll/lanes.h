@@ -109,10 +109,6 @@ int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, 
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
 int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                                  int rop);
-/* Whether Reduce of `bytes` takes the tree (small, fits the node buffer). */
-int pmc_reduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
-int pmc_reduce_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
-                          int root);
 /* root >= 0: Reduce to that rank (recv is read there only). */
 int pmc_allreduce_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                              int rop, int root);
