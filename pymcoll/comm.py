@@ -387,7 +387,7 @@ class Comm:
         """Nodes, local rank and lanes of this communicator."""
         return self._layout
 
-    def lane_traffic(self) -> tuple:
+    def lane_traffic(self) -> tuple[int, int]:
         """(messages, bytes) this rank has sent to other nodes on its lane so far.
 
         The lane algorithms count their point-to-point messages between nodes;

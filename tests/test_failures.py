@@ -37,6 +37,15 @@ def test_sigkill_mid_loop_ends_within_deadline(victim: int, node_size: int | Non
     assert our_segments() - before == set(), "a node segment was left in /dev/shm"
 
 
+@pytest.mark.parametrize("node_size", [1, 2], ids=lambda k: f"nodes-of-{k}")
+def test_late_rank_on_another_node_times_out_then_recovers(node_size: int) -> None:
+    # Waits on messages between nodes (MPI requests) keep the collective's deadline.
+    proc = run_mpi(4, "stall_timeout_nodes", "3", "4",
+                   env={"PYMCOLL_TIMEOUT": "1.5", "PYMCOLL_NODE_SIZE": str(node_size)}, timeout=120)
+    assert proc.stdout.count("recovered") == 4, proc.stdout
+    assert proc.stdout.count("TimeoutError") >= 1, proc.stdout
+
+
 @pytest.mark.parametrize("n,late", [(2, 1), (3, 0), (4, 1)])
 def test_late_rank_times_out_then_recovers(n: int, late: int) -> None:
     proc = run_mpi(n, "stall_timeout", str(late), "4", env={"PYMCOLL_TIMEOUT": "1.5"}, timeout=120)

@@ -25,18 +25,60 @@ int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t tar
     return rc;
 }
 
+/* Polls before a blocking MPI completion starts yielding the CPU (at once
+ * when the host is oversubscribed). It never sleeps: MPI moves large
+ * messages only while it is called. */
+#define MPI_SPIN_POLLS 4000
+
+static int mpi_timed_out(pmc_op *op, double start, const char *call)
+{
+    pmc_comm *c = op->c;
+    const double limit = c->node_ctx.timeout;
+    if (limit <= 0 || MPI_Wtime() - start < limit) return PMC_OK;
+    return pmc_fail(c, PMC_ERR_TIMEOUT,
+                    "%s #%llu timed out after %.3g s on rank %d in %s: a rank on another node did not "
+                    "send or receive its part; raise PYMCOLL_TIMEOUT or timeout= if the job is just slow",
+                    c->node_ctx.coll, (unsigned long long)op->seq, limit, c->rank, call);
+}
+
+int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
+{
+    pmc_comm *c = op->c;
+    int flag = 0;
+    int mrc = MPI_Testall(count, reqs, &flag, MPI_STATUSES_IGNORE);
+    if (mrc == MPI_SUCCESS && !flag && op->blocking) {
+        /* The same deadline as a flag wait; MPI's own Waitall has none. */
+        const double start = MPI_Wtime();
+        for (long polls = 1; mrc == MPI_SUCCESS && !flag; ++polls) {
+            if (c->node_ctx.yield_now || polls > MPI_SPIN_POLLS) sched_yield();
+            if ((polls & 255) == 0) {
+                int rc = mpi_timed_out(op, start, call);
+                if (rc != PMC_OK) return rc;
+            }
+            mrc = MPI_Testall(count, reqs, &flag, MPI_STATUSES_IGNORE);
+        }
+    }
+    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, call);
+    if (!flag) {
+        /* Polled (Test, the progress thread): the deadline counts from the first miss. */
+        if (op->wait_start == 0.0) op->wait_start = MPI_Wtime();
+        if (c->node_ctx.yield_now) sched_yield();
+        if ((++op->polls & 255u) == 0) {
+            int rc = mpi_timed_out(op, op->wait_start, call);
+            if (rc != PMC_OK) return rc;
+        }
+        return PMC_PENDING;
+    }
+    op->wait_start = 0.0;
+    op->polls = 0;
+    ++c->polls_passed;
+    return PMC_OK;
+}
+
 int pmc_op_mpi(pmc_op *op, const char *call)
 {
     if (op->mreq == MPI_REQUEST_NULL) return PMC_OK;
-    int mrc, flag = 1;
-    if (op->blocking) {
-        mrc = MPI_Wait(&op->mreq, MPI_STATUS_IGNORE);
-    } else {
-        mrc = MPI_Test(&op->mreq, &flag, MPI_STATUS_IGNORE);
-    }
-    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(op->c, mrc, call);
-    if (flag) ++op->c->polls_passed;
-    return flag ? PMC_OK : PMC_PENDING;
+    return pmc_op_mpi_all(op, 1, &op->mreq, call);
 }
 
 /* Frame 0: agreement (PYMCOLL_CHECK), then the collective's algorithm. */

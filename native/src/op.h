@@ -86,6 +86,9 @@ typedef struct pmc_request pmc_op;
 int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t target);
 /* Completes op->mreq (started by the caller). */
 int pmc_op_mpi(pmc_op *op, const char *call);
+/* Completes count MPI requests: blocks or polls by op->blocking, with the
+ * deadline of a flag wait (PYMCOLL_TIMEOUT), yielding when oversubscribed. */
+int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call);
 
 /* The collective's top-level algorithm: picks the path and runs it. */
 typedef int (*pmc_coll_fn)(pmc_op *op);

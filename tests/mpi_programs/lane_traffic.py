@@ -11,6 +11,8 @@ Usage: python -m mpi_programs.lane_traffic   (under mpiexec, PYMCOLL_NODE_SIZE s
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from mpi4py import MPI
 
@@ -86,7 +88,6 @@ def body() -> None:
 
     # The single-leader variant leaves the lanes idle.
     comm.Free()
-    import os
     os.environ["PYMCOLL_ALLGATHER_ALGORITHM"] = "leader"
     leader = pymcoll.Comm(world)
     rows = traffic(leader, lambda: leader.Allgather(send, recv))

@@ -56,9 +56,8 @@ int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *
                 }
             }
             PMC_AWAIT(f, pmc_lane_wait(op));
-            if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 2 + f->j);
             /* The next round sends what the other lanes received. */
-            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->base + 2 + f->j));
+            PMC_AWAIT(f, pmc_lane_barrier(op, f->base + 2 + f->j));
             f->k *= (uint64_t)c->lanes + 1;
             if (f->k > (uint64_t)c->nnodes) f->k = (uint64_t)c->nnodes;
         }

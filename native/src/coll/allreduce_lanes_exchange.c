@@ -38,18 +38,15 @@ static plan plan_of(int N, int R)
     return p;
 }
 
-/* Radix and stride of round r. */
-static void round_of(const plan *p, int R, int r, int *q, long *stride)
+/* Radix, stride and this node's digit in round r (digit 0 past the last
+ * round: the result's slot). */
+static void round_of(const plan *p, int R, int r, int node, int *q, long *stride, int *digit)
 {
-    if (p->b > 1 && r == 0) {
-        *q = p->b;
-        *stride = 1;
-        return;
-    }
-    long s = p->b > 1 ? p->b : 1;
-    for (int i = p->b > 1 ? 1 : 0; i < r; ++i) s *= R;
-    *q = R;
+    *q = p->b > 1 && r == 0 ? p->b : R;
+    long s = 1;
+    for (int i = 0; i < r; ++i) s *= i == 0 && p->b > 1 ? p->b : R;
     *stride = s;
+    *digit = r < p->rounds ? (int)((node / s) % *q) : 0;
 }
 
 static uint64_t slot_bytes(uint64_t bytes) { return (bytes + 63) & ~(uint64_t)63; }
@@ -71,6 +68,24 @@ static void combine(unsigned char *buf, uint64_t vp, int first, int q, unsigned 
         pmc_reduce_into(dst + lo * esize, buf + (uint64_t)(first + i) * vp + lo * esize, hi - lo, dtype, rop);
 }
 
+/* Starts lane `lane`'s messages of round r: its node's partial to the
+ * (lane+1)-th next member of the group, the (lane+1)-th previous member's
+ * partial into that member's slot. */
+static int round_start(pmc_op *op, const plan *p, int R, int r, int lane, unsigned char *slots, uint64_t vp,
+                       uint64_t bytes)
+{
+    const int node = op->c->node;
+    int q, d;
+    long s;
+    round_of(p, R, r, node, &q, &s, &d);
+    if (lane + 1 >= q) return PMC_OK;
+    const long group = node - (long)d * s;
+    const int fd = (d - lane - 1 + q) % q;
+    int rc = pmc_lane_recv(op, slots + (uint64_t)fd * vp, bytes, (int)(group + (long)fd * s));
+    return rc == PMC_OK ? pmc_lane_send(op, slots + (uint64_t)d * vp, bytes, (int)(group + (long)((d + lane + 1) % q) * s))
+                        : rc;
+}
+
 int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                                  int rop)
 {
@@ -81,10 +96,16 @@ int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, voi
     const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype), vp = slot_bytes(bytes);
     const plan p = plan_of(N, R);
     const int main_node = c->node < p.M, extra = c->node + p.M < N ? c->node + p.M : -1;
+    const int folds = !main_node || extra >= 0;
     const int IN = 0, F = c->max_local, X = c->max_local + 2;
+    /* This lane's slice of the vector, reduced by it in every round. */
+    const uint64_t lo = lane >= 0 ? count * (uint64_t)lane / (uint64_t)c->lanes : 0;
+    const uint64_t hi = lane >= 0 ? count * (uint64_t)(lane + 1) / (uint64_t)c->lanes : 0;
     /* Slot of round r's partial of digit d (r = rounds: the result). */
 #define XSLOT(r, d) (X + ((r) % 2) * R + (d))
     unsigned char *buf = f->p;
+    int q, digit;
+    long stride;
     /* f->aux: last step posted; f->j: round; f->n: steps in all (for ranks past the lanes). */
     PMC_CO_BEGIN(f);
     f->p = pmc_node_buffer(c, (uint64_t)(X + 2 * R) * vp);
@@ -100,16 +121,11 @@ int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, voi
     memcpy(buf + (uint64_t)(IN + me) * vp, send, bytes);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->base + 1));
-    {
-        /* The node's partial: in F when it folds (either side), else round 0's slot. */
-        int digit0 = 0, q0;
-        long s0;
-        round_of(&p, R, 0, &q0, &s0);
-        if (main_node) digit0 = (int)((c->node / s0) % q0);
-        const int dst = !main_node || extra >= 0 ? F : XSLOT(0, digit0);
-        combine(buf, vp, IN, n->local_size, buf + (uint64_t)dst * vp, count * (uint64_t)me / (uint64_t)n->local_size,
-                count * (uint64_t)(me + 1) / (uint64_t)n->local_size, dtype, rop);
-    }
+    /* The node's partial: in F when it folds (either side), else round 0's slot. */
+    round_of(&p, R, 0, c->node, &q, &stride, &digit);
+    combine(buf, vp, IN, n->local_size, buf + (uint64_t)(folds ? F : XSLOT(0, digit)) * vp,
+            count * (uint64_t)me / (uint64_t)n->local_size, count * (uint64_t)(me + 1) / (uint64_t)n->local_size,
+            dtype, rop);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 2);
     f->aux = f->base + 2;
     if (lane < 0) {
@@ -117,87 +133,50 @@ int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, voi
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->base + f->n));
     } else {
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->base + 2));
-        if (!main_node) {
-            /* Fold: hand the partial over, get the result back. */
+        if (folds) {
+            /* Node M+j hands its partial to node j and gets the result back. */
             if (lane == 0) {
-                int rc = pmc_lane_send(op, buf + (uint64_t)F * vp, bytes, c->node - p.M);
-                if (rc == PMC_OK) rc = pmc_lane_recv(op, buf + (uint64_t)XSLOT(0, 0) * vp, bytes, c->node - p.M);
+                int rc = main_node ? pmc_lane_recv(op, buf + (uint64_t)(F + 1) * vp, bytes, extra)
+                                   : pmc_lane_send(op, buf + (uint64_t)F * vp, bytes, c->node - p.M);
+                if (rc == PMC_OK && !main_node)
+                    rc = pmc_lane_recv(op, buf + (uint64_t)XSLOT(0, 0) * vp, bytes, c->node - p.M);
                 if (rc != PMC_OK) {
                     f->pc = 0;
                     return rc;
                 }
             }
             PMC_AWAIT(f, pmc_lane_wait(op));
-            f->aux = f->base + 3;
-            if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
-            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
-        } else {
-            if (extra >= 0) {
-                if (lane == 0) {
-                    int rc = pmc_lane_recv(op, buf + (uint64_t)(F + 1) * vp, bytes, extra);
-                    if (rc != PMC_OK) {
-                        f->pc = 0;
-                        return rc;
-                    }
-                }
-                PMC_AWAIT(f, pmc_lane_wait(op));
-                f->aux = f->base + 3;
-                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
-                {
-                    int q0;
-                    long s0;
-                    round_of(&p, R, 0, &q0, &s0);
-                    combine(buf, vp, F, 2, buf + (uint64_t)XSLOT(0, (int)((c->node / s0) % q0)) * vp,
-                            count * (uint64_t)lane / (uint64_t)c->lanes, count * (uint64_t)(lane + 1) / (uint64_t)c->lanes,
-                            dtype, rop);
-                }
-                f->aux = f->base + 4;
-                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
+            PMC_AWAIT(f, pmc_lane_barrier(op, f->aux = f->base + 3));
+            if (main_node) {
+                round_of(&p, R, 0, c->node, &q, &stride, &digit);
+                combine(buf, vp, F, 2, buf + (uint64_t)XSLOT(0, digit) * vp, lo, hi, dtype, rop);
+                PMC_AWAIT(f, pmc_lane_barrier(op, f->aux = f->base + 4));
             }
-            for (f->j = 0; f->j < p.rounds; ++f->j) {
-                {
-                    int q;
-                    long s;
-                    round_of(&p, R, f->j, &q, &s);
-                    const int d = (int)((c->node / s) % q);
-                    const long group = c->node - (long)d * s;
-                    if (lane + 1 < q) {
-                        const int to = (int)(group + (long)((d + lane + 1) % q) * s);
-                        const int fd = (d - lane - 1 + q) % q;
-                        int rc = pmc_lane_recv(op, buf + (uint64_t)XSLOT(f->j, fd) * vp, bytes, (int)(group + (long)fd * s));
-                        if (rc == PMC_OK) rc = pmc_lane_send(op, buf + (uint64_t)XSLOT(f->j, d) * vp, bytes, to);
-                        if (rc != PMC_OK) {
-                            f->pc = 0;
-                            return rc;
-                        }
-                    }
-                }
-                PMC_AWAIT(f, pmc_lane_wait(op));
-                f->aux += 1;
-                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
-                {
-                    int q, qn = 1;
-                    long s, sn = 1;
-                    round_of(&p, R, f->j, &q, &s);
-                    if (f->j + 1 < p.rounds) round_of(&p, R, f->j + 1, &qn, &sn);
-                    const int dnext = f->j + 1 < p.rounds ? (int)((c->node / sn) % qn) : 0;
-                    combine(buf, vp, XSLOT(f->j, 0), q, buf + (uint64_t)XSLOT(f->j + 1, dnext) * vp,
-                            count * (uint64_t)lane / (uint64_t)c->lanes, count * (uint64_t)(lane + 1) / (uint64_t)c->lanes,
-                            dtype, rop);
-                }
-                f->aux += 1;
-                if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, f->aux));
-            }
-            if (extra >= 0 && lane == 0) {
-                int rc = pmc_lane_send(op, buf + (uint64_t)XSLOT(p.rounds, 0) * vp, bytes, extra);
+        }
+        for (f->j = 0; main_node && f->j < p.rounds; ++f->j) {
+            {
+                int rc = round_start(op, &p, R, f->j, lane, buf + (uint64_t)XSLOT(f->j, 0) * vp, vp, bytes);
                 if (rc != PMC_OK) {
                     f->pc = 0;
                     return rc;
                 }
+            }
+            PMC_AWAIT(f, pmc_lane_wait(op));
+            PMC_AWAIT(f, pmc_lane_barrier(op, f->aux = f->base + 3 + (extra >= 0 ? 2u : 0u) + 2u * (uint64_t)f->j));
+            round_of(&p, R, f->j, c->node, &q, &stride, &digit);
+            {
+                int qn, dnext;
+                long sn;
+                round_of(&p, R, f->j + 1, c->node, &qn, &sn, &dnext);
+                combine(buf, vp, XSLOT(f->j, 0), q, buf + (uint64_t)XSLOT(f->j + 1, dnext) * vp, lo, hi, dtype, rop);
+            }
+            PMC_AWAIT(f, pmc_lane_barrier(op, f->aux = f->base + 4 + (extra >= 0 ? 2u : 0u) + 2u * (uint64_t)f->j));
+        }
+        if (main_node && extra >= 0 && lane == 0) {
+            int rc = pmc_lane_send(op, buf + (uint64_t)XSLOT(p.rounds, 0) * vp, bytes, extra);
+            if (rc != PMC_OK) {
+                f->pc = 0;
+                return rc;
             }
         }
     }

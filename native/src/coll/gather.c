@@ -23,8 +23,8 @@ int pmc_gather_run(pmc_op *op)
         PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, NULL, NULL, a->root));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, a->count, NULL, NULL, a->root, 1));
-    } else if (!pmc_use_mpi(c, a->coll) && pmc_use_lanes(c, a->coll) && pmc_scatter_lanes_fits(c, a->count)) {
-        PMC_AWAIT(f, pmc_gather_lanes_tree(op, f + 1, send, recv, a->count, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && pmc_use_lanes(c, a->coll) && pmc_lanes_tree_fits(c, a->count)) {
+        PMC_AWAIT(f, pmc_lanes_tree_up(op, f + 1, send, recv, a->count, a->root));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }

@@ -57,17 +57,17 @@ int pmc_lane_wait(pmc_op *op)
 {
     pmc_comm *c = op->c;
     if (c->nlreq == 0) return PMC_OK;
-    int mrc, flag = 1;
-    if (op->blocking) {
-        mrc = MPI_Waitall(c->nlreq, c->lreq, MPI_STATUSES_IGNORE);
-    } else {
-        mrc = MPI_Testall(c->nlreq, c->lreq, &flag, MPI_STATUSES_IGNORE);
-    }
-    if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, op->blocking ? "MPI_Waitall (lanes)" : "MPI_Testall (lanes)");
-    if (!flag) return PMC_PENDING;
-    ++c->polls_passed;
-    c->nlreq = 0;
-    return PMC_OK;
+    int rc = pmc_op_mpi_all(op, c->nlreq, c->lreq, "MPI_Testall (lane messages)");
+    if (rc == PMC_OK) c->nlreq = 0;
+    return rc;
+}
+
+int pmc_lane_barrier(pmc_op *op, uint64_t s)
+{
+    pmc_comm *c = op->c;
+    /* Posted again on every resume, which is harmless: the flag only grows. */
+    if (c->node_ctx.local_size > 1) pmc_node_post(&c->node_ctx, PMC_FLAG_SEQ, s);
+    return pmc_op_wait(op, PMC_FLAG_SEQ, c->lane_others, c->nlane_others, s);
 }
 
 unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes)

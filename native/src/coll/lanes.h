@@ -12,8 +12,13 @@
  * completed together by pmc_lane_wait. */
 int pmc_lane_send(pmc_op *op, const void *buf, uint64_t bytes, int node);
 int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node);
-/* Completes every lane message started (blocks or polls by op->blocking). */
+/* Completes every lane message started (blocks or polls by op->blocking,
+ * with the collective's deadline). */
 int pmc_lane_wait(pmc_op *op);
+
+/* The node's lanes meet at step s: this lane posts it and waits until the
+ * other lanes did (a rank past the lanes waits for all lanes). */
+int pmc_lane_barrier(pmc_op *op, uint64_t s);
 
 /* This rank's lane, or -1 for a local rank past the lanes. */
 static inline int pmc_lane_of(const pmc_comm *c)
@@ -99,11 +104,13 @@ int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf);
 /* Lane algorithms across nodes (frame f; node steps use f + 1). */
 int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
 int pmc_allgather_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block);
-/* Whether Scatter/Gather of `block` per rank fit the node buffer (the tree). */
-int pmc_scatter_lanes_fits(const pmc_comm *c, uint64_t block);
-int pmc_scatter_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
-int pmc_gather_lanes_tree(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
-int pmc_bcast_lanes_tree(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
+/* The lanes' tree (lanes_tree.c). Down: Bcast (blocks = 0, `block` is the
+ * message, send = recv = the buffer) or Scatter (blocks = 1, send read at
+ * the root, recv NULL at the root in place); up: Gather. fits: whether the
+ * blocks of every rank fit the node buffer. */
+int pmc_lanes_tree_fits(const pmc_comm *c, uint64_t block);
+int pmc_lanes_tree_down(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root, int blocks);
+int pmc_lanes_tree_up(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
 int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 /* Whether a vector of `bytes` takes the recursive exchange (small, fits the node buffer). */
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);

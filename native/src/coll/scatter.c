@@ -20,8 +20,8 @@ int pmc_scatter_run(pmc_op *op)
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, a->sendbuf, NULL, NULL, a->in_place ? NULL : a->recvbuf, NULL,
                                          NULL, a->count, a->root, 1));
-    } else if (!pmc_use_mpi(c, a->coll) && pmc_use_lanes(c, a->coll) && pmc_scatter_lanes_fits(c, a->count)) {
-        PMC_AWAIT(f, pmc_scatter_lanes_tree(op, f + 1, a->sendbuf, a->in_place ? NULL : a->recvbuf, a->count, a->root));
+    } else if (!pmc_use_mpi(c, a->coll) && pmc_use_lanes(c, a->coll) && pmc_lanes_tree_fits(c, a->count)) {
+        PMC_AWAIT(f, pmc_lanes_tree_down(op, f + 1, a->sendbuf, a->in_place ? NULL : a->recvbuf, a->count, a->root, 1));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
