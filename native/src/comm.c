@@ -390,12 +390,11 @@ int pmc_comm_free(pmc_comm *c)
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-        /* Lane messages a failed collective left in flight. */
-        for (int i = 0; i < c->nlreq; ++i) {
-            if (c->lreq[i] == MPI_REQUEST_NULL) continue;
-            MPI_Cancel(&c->lreq[i]);
-            MPI_Request_free(&c->lreq[i]);
-        }
+        /* Lane messages a failed collective left in flight: released, not
+         * cancelled (Open MPI then hangs in the next communicator creation);
+         * they belong to a freed communicator, so nothing later matches them. */
+        for (int i = 0; i < c->nlreq; ++i)
+            if (c->lreq[i] != MPI_REQUEST_NULL) MPI_Request_free(&c->lreq[i]);
         free_comm(&c->lanecomm);
         free_comm(&c->nodecomm);
         free_comm(&c->comm);
