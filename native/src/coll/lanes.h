@@ -53,38 +53,6 @@ static inline int pmc_lane_rounds(int nnodes, int radix)
     return r;
 }
 
-/* The (L+1)-ary tree over nodes numbered from the root's node (v = node -
- * root_node, mod N), written in base L+1. Node v > 0 hangs below v - k*d,
- * where d is the place of v's lowest non-zero digit and k that digit, on
- * lane k-1, and owns the subtree [v, v + d) (cut at N): subtrees are
- * contiguous node ranges. A node's children: for each distance e = 1, L+1,
- * (L+1)^2, ... below its d (below N at the root), lane j's child is
- * v + (j+1)*e when inside the subtree. */
-static inline void pmc_tree_parent(int v, int radix, long *d, int *k)
-{
-    long e = 1;
-    while (v % (e * radix) == 0) e *= radix;
-    *d = e;
-    *k = (int)((v / e) % radix);
-}
-static inline int pmc_tree_span(int v, int radix, int nnodes)
-{
-    if (v == 0) return nnodes;
-    long d;
-    int k;
-    pmc_tree_parent(v, radix, &d, &k);
-    return (int)(d < nnodes - v ? d : nnodes - v);
-}
-/* Distances below which node v has children: its d, or N at the root. */
-static inline long pmc_tree_limit(int v, int radix, int nnodes)
-{
-    if (v == 0) return nnodes;
-    long d;
-    int k;
-    pmc_tree_parent(v, radix, &d, &k);
-    return d;
-}
-
 /* The node buffer of `bytes`: the segment's data area, shared by the node's
  * ranks (the caller checked bytes <= c->data_bytes), or this rank's scratch
  * on a node of one rank (no segment). NULL when out of memory. */

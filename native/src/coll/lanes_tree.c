@@ -18,6 +18,38 @@
 #include "lanes.h"
 #include "node_algos.h"
 
+/* The (L+1)-ary tree over nodes numbered from the root's node (v = node -
+ * root_node, mod N), written in base L+1. Node v > 0 hangs below v - k*d,
+ * where d is the place of v's lowest non-zero digit and k that digit, on
+ * lane k-1, and owns the subtree [v, v + d) (cut at N): subtrees are
+ * contiguous node ranges. A node's children: for each distance e = 1, L+1,
+ * (L+1)^2, ... below its d (below N at the root), lane j's child is
+ * v + (j+1)*e when inside the subtree. */
+static void tree_parent(int v, int radix, long *d, int *k)
+{
+    long e = 1;
+    while (v % (e * radix) == 0) e *= radix;
+    *d = e;
+    *k = (int)((v / e) % radix);
+}
+static int tree_span(int v, int radix, int nnodes)
+{
+    if (v == 0) return nnodes;
+    long d;
+    int k;
+    tree_parent(v, radix, &d, &k);
+    return (int)(d < nnodes - v ? d : nnodes - v);
+}
+/* Distances below which node v has children: its d, or N at the root. */
+static long tree_limit(int v, int radix, int nnodes)
+{
+    if (v == 0) return nnodes;
+    long d;
+    int k;
+    tree_parent(v, radix, &d, &k);
+    return d;
+}
+
 /* Where a tree step starts: the node geometry shared by both directions. */
 typedef struct tree {
     int N, R, root_node, v;  /* v: this node counted from the root's node */
@@ -33,13 +65,13 @@ static tree tree_of(const pmc_comm *c, int root)
     t.R = c->lanes + 1;
     t.root_node = c->node_of[root];
     t.v = (c->node - t.root_node + t.N) % t.N;
-    t.limit = pmc_tree_limit(t.v, t.R, t.N);
-    t.end = t.v + pmc_tree_span(t.v, t.R, t.N);
+    t.limit = tree_limit(t.v, t.R, t.N);
+    t.end = t.v + tree_span(t.v, t.R, t.N);
     t.up_lane = t.parent = -1;
     if (t.v != 0) {
         long d;
         int k;
-        pmc_tree_parent(t.v, t.R, &d, &k);
+        tree_parent(t.v, t.R, &d, &k);
         t.up_lane = k - 1;
         t.parent = (int)((t.root_node + t.v - (long)k * d) % t.N);
     }
@@ -51,7 +83,7 @@ static tree tree_of(const pmc_comm *c, int root)
 static uint64_t subtree_bytes(const pmc_comm *c, const tree *t, long w, uint64_t block, int blocks)
 {
     if (!blocks) return block;
-    return pmc_nodes_bytes(c, (int)((t->root_node + w) % t->N), pmc_tree_span((int)w, t->R, t->N), block);
+    return pmc_nodes_bytes(c, (int)((t->root_node + w) % t->N), tree_span((int)w, t->R, t->N), block);
 }
 static uint64_t subtree_offset(const pmc_comm *c, const tree *t, long w, uint64_t block, int blocks)
 {
