@@ -380,25 +380,24 @@ int pmc_comm_free(pmc_comm *c)
 {
     if (c == NULL) return PMC_OK;
     pmc_ops_shutdown(c);
+    /* Memory that MPI messages or collectives left by a failed op may still
+     * read or write (scratch, the segment) is kept until the process ends. */
+    const int keep = c->left_in_flight > 0;
     if (c->heap != NULL) {
         /* The heap owns the mapping: arrays in it may outlive the communicator. */
-        pmc_heap_release(c->heap);
+        if (!keep) pmc_heap_release(c->heap);
         c->heap = NULL;
-    } else {
+    } else if (!keep) {
         pmc_segment_detach(&c->node_ctx.seg);
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-        /* Lane messages a failed collective left in flight: released, not
-         * cancelled (Open MPI then hangs in the next communicator creation);
-         * they belong to a freed communicator, so nothing later matches them. */
-        for (int i = 0; i < c->nlreq; ++i)
-            if (c->lreq[i] != MPI_REQUEST_NULL) MPI_Request_free(&c->lreq[i]);
         free_comm(&c->lanecomm);
         free_comm(&c->nodecomm);
         free_comm(&c->comm);
     }
+    if (keep) c->scratch = c->outer = c->lane_scratch = NULL;
     free(c->node_ctx.others);
     free(c->node_of);
     free(c->local_of);
@@ -416,6 +415,7 @@ int pmc_comm_free(pmc_comm *c)
     free(c->lcounts);
     free(c->ldispls);
     free(c->lreq);
+    free(c->lreq_recv);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);
     free(c);

@@ -56,7 +56,10 @@ struct pmc_comm {
     uint64_t *lcounts;  /* [local_size] byte counts per local rank for a lane step's node copy */
     uint64_t *ldispls;  /* [local_size] and their displacements */
     MPI_Request *lreq;  /* lane messages in flight (one op at a time uses them) */
+    void **lreq_recv;   /* [lreq_cap] receive buffer of lreq[i]; NULL for a send */
     int nlreq, lreq_cap;
+    int left_in_flight; /* MPI sends or collectives a failed op left running: the
+                           buffers they may still read or write are kept at Free */
     uint64_t lane_msgs, lane_bytes; /* sent by this rank to other nodes on its lane */
     /* Started operations, run in start order (op.c). */
     pmc_op *queue_head, *queue_tail;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "coll/lanes.h"
 
 const char *pmc_coll_name(int coll)
 {
@@ -109,7 +110,18 @@ static int op_step(pmc_op *op)
     pmc_comm *c = op->c;
     c->node_ctx.coll = pmc_coll_name(op->a.coll);
     c->node_ctx.coll_seq = op->seq;
-    return op_body(op);
+    const int rc = op_body(op);
+    if (rc != PMC_OK && rc != PMC_PENDING) {
+        /* A failed op never resumes: what it left with MPI is settled now,
+         * so the caller's buffers see no late writes. A non-blocking MPI
+         * collective can be neither cancelled nor freed; it stays running. */
+        if (c->nlreq > 0) pmc_lanes_abandon(c);
+        if (op->mreq != MPI_REQUEST_NULL) {
+            ++c->left_in_flight;
+            op->mreq = MPI_REQUEST_NULL;
+        }
+    }
+    return rc;
 }
 
 static void op_reset(pmc_op *op)

@@ -17,7 +17,7 @@ static int send_side(pmc_op *op, pmc_frame *f, uint64_t bytes)
     f->p = pmc_scratch_outer(c, (size_t)(bytes ? bytes : 1));
     if (f->p == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for %llu bytes", c->node_ctx.coll,
                                       (unsigned long long)bytes);
-    memcpy(f->p, op->a.recvbuf, bytes);
+    if (bytes > 0) memcpy(f->p, op->a.recvbuf, bytes); /* recvbuf may be NULL when empty */
     return PMC_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lanes.h"
+#include "../node/heap.h"
 #include "node_algos.h"
 
 /* Lane messages of one op share a tag: ops run one at a time and in the same
@@ -16,6 +17,9 @@ static MPI_Request *next_request(pmc_comm *c)
         MPI_Request *r = realloc(c->lreq, sizeof(MPI_Request) * (size_t)cap);
         if (r == NULL) return NULL;
         c->lreq = r;
+        void **k = realloc(c->lreq_recv, sizeof(void *) * (size_t)cap);
+        if (k == NULL) return NULL;
+        c->lreq_recv = k;
         c->lreq_cap = cap;
     }
     return &c->lreq[c->nlreq];
@@ -38,7 +42,7 @@ static int start(pmc_op *op, void *buf, uint64_t bytes, int node, int sending)
                   : MPI_Irecv(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req);
 #endif
     if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, sending ? "MPI_Isend (lane)" : "MPI_Irecv (lane)");
-    ++c->nlreq;
+    c->lreq_recv[c->nlreq++] = sending ? NULL : buf;
     if (sending) {
         ++c->lane_msgs;
         c->lane_bytes += bytes;
@@ -60,6 +64,44 @@ int pmc_lane_wait(pmc_op *op)
     int rc = pmc_op_mpi_all(op, c->nlreq, c->lreq, "MPI_Testall (lane messages)");
     if (rc == PMC_OK) c->nlreq = 0;
     return rc;
+}
+
+static int inside(const void *p, const void *base, size_t bytes)
+{
+    const unsigned char *q = p, *b = base;
+    return b != NULL && q >= b && q < b + bytes;
+}
+
+/* Memory of this communicator that pmc_comm_free can keep: scratch and the
+ * segment outside the shared heap (whose blocks belong to the caller). */
+static int kept_at_free(const pmc_comm *c, const void *p)
+{
+    if (inside(p, c->scratch, c->scratch_bytes) || inside(p, c->outer, c->outer_bytes) ||
+        inside(p, c->lane_scratch, c->lane_scratch_bytes))
+        return 1;
+    return inside(p, c->node_ctx.seg.base, c->node_ctx.seg.bytes) && pmc_heap_offset(c->heap, p, 1) < 0;
+}
+
+void pmc_lanes_abandon(pmc_comm *c)
+{
+    for (int i = 0; i < c->nlreq; ++i) {
+        if (c->lreq[i] == MPI_REQUEST_NULL) continue;
+        void *into = c->lreq_recv[i];
+        if (into != NULL && !kept_at_free(c, into)) {
+            /* A receive into the caller's buffer is cancelled (local and
+             * reliable): no late message lands there after the error. */
+            if (MPI_Cancel(&c->lreq[i]) == MPI_SUCCESS) MPI_Wait(&c->lreq[i], MPI_STATUS_IGNORE);
+        } else {
+            /* Sends (cancelling one needs the receiver; Open MPI hung in it)
+             * and receives into our own memory are released instead: a late
+             * peer's messages still match (a message left unmatched on a
+             * freed communicator upset Open MPI's next communicator
+             * creation), and the memory stays until the process ends. */
+            MPI_Request_free(&c->lreq[i]);
+            ++c->left_in_flight;
+        }
+    }
+    c->nlreq = 0;
 }
 
 int pmc_lane_barrier(pmc_op *op, uint64_t s)

@@ -15,6 +15,10 @@ int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node);
 /* Completes every lane message started (blocks or polls by op->blocking,
  * with the collective's deadline). */
 int pmc_lane_wait(pmc_op *op);
+/* After a failed op: cancels its lane receives into the caller's buffers
+ * and releases the rest (counted in c->left_in_flight, so that pmc_comm_free
+ * keeps the memory they use). */
+void pmc_lanes_abandon(pmc_comm *c);
 
 /* The node's lanes meet at step s: this lane posts it and waits until the
  * other lanes did (a rank past the lanes waits for all lanes). */
