@@ -5,7 +5,8 @@ Three implementations of each collective run side by side in one launch,
 interleaved block by block (MEASURE.md): pymcoll with the lane algorithms
 (PYMCOLL_<COLL>_ALGORITHM=lanes), pymcoll with one leader per node
 (=leader; for Scatter and Gather, which have no leader variant, that is the
-wrapped communicator's MPI collective), and mpi4py's collective on the
+wrapped communicator's MPI collective; for Alltoall(v) it is the lanes'
+pairwise exchange on lane 0 alone), and mpi4py's collective on the
 same ranks. Every rank is in a virtual node of --node-size ranks, so the
 "inter-node" messages are the MPI's own shared-memory transport: the
 timings show the algorithms' structure, not a network's.
@@ -32,7 +33,7 @@ from mpi4py import MPI
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_collectives as bc  # noqa: E402  (shares cases, timing and launch)
 
-COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce")
+COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce", "alltoall", "alltoallv")
 IMPLS = ("lanes", "leader", "mpi4py")
 
 

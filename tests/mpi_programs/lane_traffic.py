@@ -1,6 +1,6 @@
 """The lanes carry the traffic between nodes together: every lane of every
 node sends its share, ranks past the lanes send nothing, and the single-
-leader variant sends no lane messages at all.
+leader variant sends no lane messages at all (Alltoall's: on lane 0 only).
 
 Each case runs one collective on a fresh communicator over virtual nodes and
 reads every rank's lane counters (messages, bytes) before and after; rank 0
@@ -86,12 +86,50 @@ def body() -> None:
     sent = sum(r[2] for r in rows)
     assert sent == N - 1, f"Bcast tree: {sent} messages for {N} nodes"
 
+    # Alltoall(v): lane (j-1) mod L carries the message to the node j ahead,
+    # everything the node's ranks send there, in one message when it fits.
+    node_of = world.allgather(lay.node)
+
+    def pair_bytes(r: int, q: int) -> int:
+        return 8 * ((3 * r + q) % 5)
+
+    def a2a_msgs(node: int, k: int) -> int:
+        return sum(1 for j in range(1, N) if (j - 1) % L == k)
+
+    def a2a_bytes(per_pair) -> callable:
+        def want(node: int, k: int) -> int:
+            return sum(per_pair(r, q) for j in range(1, N) if (j - 1) % L == k
+                       for r in range(size) if node_of[r] == node
+                       for q in range(size) if node_of[q] == (node + j) % N)
+        return want
+
+    a_send = np.full(64 * size, comm.rank % 251, np.uint8)
+    a_recv = np.empty_like(a_send)
+    rows = traffic(comm, lambda: comm.Alltoall(a_send, a_recv))
+    assert (a_recv.reshape(size, 64) == (np.arange(size) % 251)[:, None]).all()
+    check("Alltoall", rows, L, N, a2a_msgs, a2a_bytes(lambda r, q: 64))
+    scounts = [pair_bytes(comm.rank, q) for q in range(size)]
+    rcounts = [pair_bytes(r, comm.rank) for r in range(size)]
+    v_send = np.full(sum(scounts), comm.rank, np.uint8)
+    v_recv = np.empty(sum(rcounts), np.uint8)
+    rows = traffic(comm, lambda: comm.Alltoallv([v_send, scounts], [v_recv, rcounts]))
+    assert (v_recv == np.repeat(np.arange(size), rcounts)).all()
+    check("Alltoallv", rows, L, N, a2a_msgs, a2a_bytes(pair_bytes))
+
     # The single-leader variant leaves the lanes idle.
     comm.Free()
     os.environ["PYMCOLL_ALLGATHER_ALGORITHM"] = "leader"
     leader = pymcoll.Comm(world)
     rows = traffic(leader, lambda: leader.Allgather(send, recv))
     assert sum(r[2] for r in rows) == 0, rows
+    leader.Free()
+    # ... and for Alltoall it is the same exchange on lane 0 alone.
+    os.environ["PYMCOLL_ALLTOALL_ALGORITHM"] = "leader"
+    leader = pymcoll.Comm(world)
+    rows = traffic(leader, lambda: leader.Alltoall(a_send, a_recv))
+    assert (a_recv.reshape(size, 64) == (np.arange(size) % 251)[:, None]).all()
+    for node, local, msgs, _ in rows:
+        assert msgs == (N - 1 if local == 0 else 0), f"single-leader Alltoall: {rows}"
     leader.Free()
     if world.rank == 0:
         print(f"OK lanes carry traffic: {N} nodes, {L} lanes", flush=True)

@@ -1,16 +1,27 @@
 /* Alltoall and Alltoallv: algorithm choice. In place, the input is copied
  * aside first, since every block of it is read after others were written.
- * Across nodes they run through MPI until the lane algorithms take over. */
+ * Across nodes the lanes' pairwise exchange (one lane with
+ * PYMCOLL_<COLL>_ALGORITHM=leader) while its slots fit the segment, MPI
+ * otherwise. */
 #include <string.h>
 
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
+
+/* Whether the lanes serve this call across nodes (the same answer on every rank). */
+static int across_lanes(const pmc_comm *c, const pmc_args *a)
+{
+    return !pmc_use_mpi(c, a->coll) && c->nnodes > 1 &&
+           pmc_alltoall_lanes_fits(c, !pmc_use_lanes(c, a->coll), a->sendcounts != NULL);
+}
 
 /* The send side: the user's buffer, or a copy of recvbuf when in place. */
 static int send_side(pmc_op *op, pmc_frame *f, uint64_t bytes)
 {
     pmc_comm *c = op->c;
-    if (!op->a.in_place || pmc_use_mpi(c, op->a.coll) || c->nnodes != 1) {
+    const int ours = !pmc_use_mpi(c, op->a.coll) && (c->nnodes == 1 || across_lanes(c, &op->a));
+    if (!op->a.in_place || !ours) {
         f->p = (void *)op->a.sendbuf;
         return PMC_OK;
     }
@@ -42,6 +53,8 @@ int pmc_alltoall_run(pmc_op *op)
         PMC_AWAIT(f, pmc_alltoall_node_cma(op, f + 1, f->p, a->recvbuf, a->count));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, NULL, NULL, a->recvbuf, NULL, NULL, a->count, -1, 1));
+    } else if (across_lanes(c, a)) {
+        PMC_AWAIT(f, pmc_alltoall_lanes_pairwise(op, f + 1, f->p, !pmc_use_lanes(c, a->coll)));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
@@ -64,6 +77,8 @@ int pmc_alltoallv_run(pmc_op *op)
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
         PMC_AWAIT(f, pmc_pairs_node_split(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
                                           a->rdispls, 0, -1));
+    } else if (across_lanes(c, a)) {
+        PMC_AWAIT(f, pmc_alltoall_lanes_pairwise(op, f + 1, f->p, !pmc_use_lanes(c, a->coll)));
     } else {
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }

@@ -83,6 +83,12 @@ int pmc_allgather_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *r
 int pmc_lanes_tree_fits(const pmc_comm *c, uint64_t block);
 int pmc_lanes_tree_down(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root, int blocks);
 int pmc_lanes_tree_up(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root);
+/* Alltoall (op->a.count bytes per pair) and Alltoallv (op->a's counts)
+ * across nodes, reading `send` (recvbuf copied aside when in place);
+ * single_leader: one lane per node. fits: whether the segment holds the
+ * slots (v: and the published counts). */
+int pmc_alltoall_lanes_fits(const pmc_comm *c, int single_leader, int v);
+int pmc_alltoall_lanes_pairwise(pmc_op *op, pmc_frame *f, const void *send, int single_leader);
 int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 /* Whether a vector of `bytes` takes the recursive exchange (small, fits the node buffer). */
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
