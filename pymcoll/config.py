@@ -225,6 +225,10 @@ OPTIONS: dict[str, Option] = {
                "largest payload per node (bytes) that the lane algorithms across nodes move through "
                "the node buffer by exchange with radix L+1 (Allgather's Bruck, Allreduce's recursive "
                "exchange, Bcast's tree); larger payloads take the L-lane ring and sliced forms"),
+        Option("PYMCOLL_LANES_DIRECT_MIN", 2 << 10, parse_bytes,
+               "Alltoall/Alltoallv across nodes: smallest mean block per rank pair (bytes) of a node "
+               "pair whose blocks go straight from rank to rank; smaller ones are gathered into one "
+               "message per node pair and carried by the lanes"),
         Option("PYMCOLL_CMA_MIN", 16 << 10, parse_bytes,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
                "copy in/copy out"),

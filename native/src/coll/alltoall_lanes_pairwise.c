@@ -20,6 +20,15 @@
  * lane count of 1 the same code is
  * the single-leader variant.
  *
+ * A node pair whose blocks average PYMCOLL_LANES_DIRECT_MIN bytes or more
+ * is not gathered: its ranks send each other their blocks straight from
+ * and into the caller's buffers, completed before the first round (every
+ * rank then sends on its own, and the copies through the node buffer would
+ * cost more than the message count saves). They are not overlapped with
+ * the rounds: ranks waiting on the node's flags do not drive MPI, and a
+ * large message needs both ends to. Both ends of a pair know its total, so
+ * they agree.
+ *
  * Alltoallv: every rank publishes its send and receive counts in the node
  * buffer first; offsets inside a message follow from them on both ends. */
 #include <string.h>
@@ -39,6 +48,7 @@ typedef struct a2a {
     uint64_t block;          /* Alltoall: bytes per pair */
     const uint64_t *sc, *rc; /* Alltoallv: published [ls][size] send / receive counts */
     uint64_t C;              /* chunk (slot) bytes */
+    uint64_t direct_min;     /* mean block from which a node pair goes rank to rank */
     unsigned char *slots;    /* 2*nl + 2 slots of C: sends, receives, the node's own (two) */
 } a2a;
 
@@ -111,6 +121,25 @@ static uint64_t message_in(const a2a *x, int s)
     return b;
 }
 
+/* Whether the pair of nodes with ranks la and lb and `bytes` between them
+ * (from one to the other) goes rank to rank. */
+static int direct(const a2a *x, uint64_t bytes, int la, int lb)
+{
+    return bytes > 0 && bytes / ((uint64_t)la * (uint64_t)lb) >= x->direct_min;
+}
+
+/* What the lanes carry between this node and node d / node s. */
+static uint64_t lane_out(const a2a *x, int d)
+{
+    const uint64_t b = message_out(x, d);
+    return direct(x, b, x->ls, x->c->node_count[d]) ? 0 : b;
+}
+static uint64_t lane_in(const a2a *x, int s)
+{
+    const uint64_t b = message_in(x, s);
+    return direct(x, b, x->c->node_count[s], x->ls) ? 0 : b;
+}
+
 static uint64_t chunks(uint64_t bytes, uint64_t C) { return (bytes + C - 1) / C; }
 
 static int nphases(const a2a *x) { return (x->N - 1 + x->nl - 1) / x->nl; }
@@ -129,8 +158,8 @@ static uint64_t phase_rounds(const a2a *x, int P)
     for (int k = 0; k < x->nl; ++k) {
         const int j = distance(x, P, k);
         if (j == 0) break;
-        const uint64_t o = chunks(message_out(x, (x->m + j) % x->N), x->C);
-        const uint64_t i = chunks(message_in(x, (x->m - j + x->N) % x->N), x->C);
+        const uint64_t o = chunks(lane_out(x, (x->m + j) % x->N), x->C);
+        const uint64_t i = chunks(lane_in(x, (x->m - j + x->N) % x->N), x->C);
         if (o > most) most = o;
         if (i > most) most = i;
     }
@@ -213,8 +242,9 @@ static void copy_round(const a2a *x, const pmc_args *a, const unsigned char *sen
     for (int k = 0; k < x->nl; ++k) {
         const int j = distance(x, P, k);
         if (j == 0) break;
-        if (packing) pack(x, send, v ? a->sdispls : NULL, (x->m + j) % x->N, t, send_slot(x, k));
-        else unpack(x, a->recvbuf, v ? a->rdispls : NULL, (x->m - j + x->N) % x->N, t, recv_slot(x, k));
+        const int d = (x->m + j) % x->N, s = (x->m - j + x->N) % x->N;
+        if (packing && lane_out(x, d) > 0) pack(x, send, v ? a->sdispls : NULL, d, t, send_slot(x, k));
+        if (!packing && lane_in(x, s) > 0) unpack(x, a->recvbuf, v ? a->rdispls : NULL, s, t, recv_slot(x, k));
     }
 }
 
@@ -224,7 +254,7 @@ static int lane_start(pmc_op *op, const a2a *x, int lane, int P, uint64_t t)
     const int j = distance(x, P, lane);
     if (j == 0) return PMC_OK;
     const int to = (x->m + j) % x->N, from = (x->m - j + x->N) % x->N;
-    const uint64_t in = message_in(x, from), out = message_out(x, to);
+    const uint64_t in = lane_in(x, from), out = lane_out(x, to);
     int rc = PMC_OK;
     if (t * x->C < in) {
         const uint64_t len = in - t * x->C < x->C ? in - t * x->C : x->C;
@@ -237,6 +267,36 @@ static int lane_start(pmc_op *op, const a2a *x, int lane, int P, uint64_t t)
     return rc;
 }
 
+/* Starts this rank's own messages to and from the ranks of node pairs that go rank to rank. */
+static int direct_start(pmc_op *op, const a2a *x, const unsigned char *send)
+{
+    const pmc_comm *c = x->c;
+    const pmc_args *a = &op->a;
+    const int me = c->node_ctx.local_rank, v = a->sendcounts != NULL;
+    for (int j = 1; j < x->N; ++j) {
+        const int d = (x->m + j) % x->N, s = (x->m - j + x->N) % x->N;
+        if (direct(x, message_in(x, s), c->node_count[s], x->ls)) {
+            for (int i = 0; i < c->node_count[s]; ++i) {
+                const int r = member(c, s, i);
+                const uint64_t len = received(x, me, r);
+                int rc = len ? pmc_rank_recv(op, (unsigned char *)a->recvbuf + (v ? a->rdispls[r] : (uint64_t)r * x->block),
+                                             len, r)
+                             : PMC_OK;
+                if (rc != PMC_OK) return rc;
+            }
+        }
+        if (direct(x, message_out(x, d), x->ls, c->node_count[d])) {
+            for (int i = 0; i < c->node_count[d]; ++i) {
+                const int q = member(c, d, i);
+                const uint64_t len = sent(x, me, q);
+                int rc = len ? pmc_rank_send(op, send + (v ? a->sdispls[q] : (uint64_t)q * x->block), len, q) : PMC_OK;
+                if (rc != PMC_OK) return rc;
+            }
+        }
+    }
+    return PMC_OK;
+}
+
 int pmc_alltoall_lanes_pairwise(pmc_op *op, pmc_frame *f, const void *send, int single_leader)
 {
     pmc_comm *c = op->c;
@@ -244,7 +304,7 @@ int pmc_alltoall_lanes_pairwise(pmc_op *op, pmc_frame *f, const void *send, int 
     const pmc_args *a = &op->a;
     const int v = a->sendcounts != NULL, me = n->local_rank, shared = n->local_size > 1;
     a2a x = {.c = c, .nl = single_leader ? 1 : c->lanes, .N = c->nnodes, .m = c->node, .ls = n->local_size,
-             .block = a->count};
+             .block = a->count, .direct_min = c->lanes_direct_min};
     x.C = chunk_bytes(c, x.nl, v);
     const int lane = me < x.nl ? me : -1;
     /* The lanes other than this rank, which every rank waits for after an exchange. */
@@ -288,6 +348,14 @@ int pmc_alltoall_lanes_pairwise(pmc_op *op, pmc_frame *f, const void *send, int 
         if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, n->local_size - 1, f->aux));
     }
+    {
+        int rc = direct_start(op, &x, send);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
+    }
+    PMC_AWAIT(f, pmc_lane_wait(op));
     f->j = 0;
     f->k = 0;
     f->n = 0;

@@ -25,7 +25,7 @@ static MPI_Request *next_request(pmc_comm *c)
     return &c->lreq[c->nlreq];
 }
 
-static int start(pmc_op *op, void *buf, uint64_t bytes, int node, int sending)
+static int start(pmc_op *op, void *buf, uint64_t bytes, int peer, int sending, MPI_Comm comm)
 {
     pmc_comm *c = op->c;
     pmc_mpi_count n;
@@ -35,11 +35,11 @@ static int start(pmc_op *op, void *buf, uint64_t bytes, int node, int sending)
     if (req == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for lane requests", c->node_ctx.coll);
     int mrc;
 #if MPI_VERSION >= 4
-    mrc = sending ? MPI_Isend_c(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req)
-                  : MPI_Irecv_c(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req);
+    mrc = sending ? MPI_Isend_c(buf, n, MPI_BYTE, peer, LANE_TAG, comm, req)
+                  : MPI_Irecv_c(buf, n, MPI_BYTE, peer, LANE_TAG, comm, req);
 #else
-    mrc = sending ? MPI_Isend(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req)
-                  : MPI_Irecv(buf, n, MPI_BYTE, node, LANE_TAG, c->lanecomm, req);
+    mrc = sending ? MPI_Isend(buf, n, MPI_BYTE, peer, LANE_TAG, comm, req)
+                  : MPI_Irecv(buf, n, MPI_BYTE, peer, LANE_TAG, comm, req);
 #endif
     if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, sending ? "MPI_Isend (lane)" : "MPI_Irecv (lane)");
     c->lreq_recv[c->nlreq++] = sending ? NULL : buf;
@@ -52,10 +52,23 @@ static int start(pmc_op *op, void *buf, uint64_t bytes, int node, int sending)
 
 int pmc_lane_send(pmc_op *op, const void *buf, uint64_t bytes, int node)
 {
-    return start(op, (void *)(uintptr_t)buf, bytes, node, 1);
+    return start(op, (void *)(uintptr_t)buf, bytes, node, 1, op->c->lanecomm);
 }
 
-int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node) { return start(op, buf, bytes, node, 0); }
+int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node)
+{
+    return start(op, buf, bytes, node, 0, op->c->lanecomm);
+}
+
+int pmc_rank_send(pmc_op *op, const void *buf, uint64_t bytes, int rank)
+{
+    return start(op, (void *)(uintptr_t)buf, bytes, rank, 1, op->c->comm);
+}
+
+int pmc_rank_recv(pmc_op *op, void *buf, uint64_t bytes, int rank)
+{
+    return start(op, buf, bytes, rank, 0, op->c->comm);
+}
 
 int pmc_lane_wait(pmc_op *op)
 {

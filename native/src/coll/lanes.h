@@ -12,6 +12,10 @@
  * completed together by pmc_lane_wait. */
 int pmc_lane_send(pmc_op *op, const void *buf, uint64_t bytes, int node);
 int pmc_lane_recv(pmc_op *op, void *buf, uint64_t bytes, int node);
+/* The same between two ranks of the communicator, any nodes (counted
+ * alike, completed by pmc_lane_wait too). */
+int pmc_rank_send(pmc_op *op, const void *buf, uint64_t bytes, int rank);
+int pmc_rank_recv(pmc_op *op, void *buf, uint64_t bytes, int rank);
 /* Completes every lane message started (blocks or polls by op->blocking,
  * with the collective's deadline). */
 int pmc_lane_wait(pmc_op *op);
