@@ -17,10 +17,14 @@
    NIC, not measured here).
 3. Validates against measured virtual-node runs (perf/results/lanes_np*.json
    from perf/bench_lanes.py): predicted / measured per collective, size and
-   implementation.
+   implementation, twice: with the 2-rank parameters, and with parameters
+   measured under the run's own load (mpiexec -n R for each rank count R of
+   the runs: every rank ping-pongs with a partner at once, a node step is a
+   Barrier of all R ranks, every rank copies at once), since R ranks on
+   fewer cores wait for time slices that 2 ranks on 2 cores never see.
 
   python perf/cost_model.py                      # measure, predict, validate, plot
-  python perf/cost_model.py --params perf/results/cost_model.json   # reuse measured parameters
+  python perf/cost_model.py --params perf/results/cost_model.json   # reuse measured parameters (both kinds)
 
 Writes perf/results/cost_model.json and cost_model.png (where multi-object wins).
 """
@@ -110,6 +114,49 @@ def measure() -> dict[str, float]:
     return {"alpha_net": alpha_net, "beta_net": beta_net, "alpha_shm": alpha_shm, "beta_shm": beta_shm,
             "gamma": gamma, "alpha_call": world.allreduce(alpha_call, op=MPI.MAX),
             "pingpong": {"sizes": sizes, "one_way_s": one_way}}
+
+
+def measure_loaded() -> dict[str, float]:
+    """Run under mpiexec -n R (any R >= 2): the latency and bandwidth terms with every rank busy,
+    as in a virtual-node run of R ranks on this machine's cores."""
+    from mpi4py import MPI
+
+    import pymcoll
+    world = MPI.COMM_WORLD
+    R, me = world.size, world.rank
+    partner = me ^ 1 if (me ^ 1) < R else None  # an odd last rank only takes part in the load
+
+    def one_way(m: int, reps: int) -> float:
+        buf = np.zeros(max(m, 1), np.uint8)
+
+        def pingpong() -> None:
+            for _ in range(reps):
+                if partner is None:
+                    time.sleep(0)
+                elif me < partner:
+                    world.Send(buf, dest=partner)
+                    world.Recv(buf, source=partner)
+                else:
+                    world.Recv(buf, source=partner)
+                    world.Send(buf, dest=partner)
+        world.Barrier()
+        t = _best(pingpong, 3) / reps / 2
+        vals = [v for v in world.allgather(t if partner is not None else None) if v is not None]
+        return float(np.median(vals))
+
+    alpha_net = one_way(8, 2000)
+    big = 1 << 20
+    beta_net = max(one_way(big, 50) - alpha_net, 0.0) / big
+    src = np.ones(8 << 20, np.uint8)
+    dst = np.empty_like(src)
+    world.Barrier()
+    beta_shm = float(np.median(world.allgather(_best(lambda: np.copyto(dst, src), 5) / src.nbytes)))
+    node = pymcoll.Comm(world, node_size=R)  # every rank in one node: a node step waits for all
+    reps = 500
+    node.Barrier()
+    alpha_shm = float(np.median(world.allgather(_best(lambda: [node.Barrier() for _ in range(reps)], 3) / reps)))
+    node.Free()
+    return {"ranks": R, "alpha_net": alpha_net, "beta_net": beta_net, "beta_shm": beta_shm, "alpha_shm": alpha_shm}
 
 
 # -- the model ---------------------------------------------------------------------------
@@ -212,7 +259,9 @@ def grid(model: Model, small_max: float) -> list[dict[str, Any]]:
     return rows
 
 
-def validate(model: Model, small_max: float) -> list[dict[str, Any]]:
+def validate(model: Model, small_max: float, loaded: Optional[dict[int, Model]] = None) -> list[dict[str, Any]]:
+    """Predicted / measured for every timed point of perf/results/lanes_np*.json; with `loaded`
+    (rank count -> model with that load's parameters) also the ratio under the run's own load."""
     out = []
     for path in sorted(glob.glob(os.path.join(RESULTS, "lanes_np*.json"))):
         with open(path) as f:
@@ -229,10 +278,14 @@ def validate(model: Model, small_max: float) -> list[dict[str, Any]]:
             impl = {"lanes": "lanes", "leader": "leader", "mpi4py": "flat"}[r["impl"]]
             if r["impl"] == "leader" and r["coll"] in ("scatter", "gather"):
                 impl = "flat"  # no leader variant: the wrapped MPI's collective
-            out.append({"file": os.path.basename(path), "ranks": h["ranks"], "nodes": N, "ppn": P,
-                        "oversubscribed": oversub, "coll": r["coll"], "size": r["size"], "impl": r["impl"],
-                        "measured_us": r["median_us"], "predicted_us": t[impl] * 1e6,
-                        "ratio": t[impl] * 1e6 / r["median_us"]})
+            row = {"file": os.path.basename(path), "ranks": h["ranks"], "nodes": N, "ppn": P,
+                   "oversubscribed": oversub, "coll": r["coll"], "size": r["size"], "impl": r["impl"],
+                   "measured_us": r["median_us"], "predicted_us": t[impl] * 1e6,
+                   "ratio": t[impl] * 1e6 / r["median_us"]}
+            if loaded and h["ranks"] in loaded:
+                tl = loaded[h["ranks"]].predict(r["coll"], N, P, r["size"], small_max)[impl] * 1e6
+                row.update({"predicted_loaded_us": tl, "ratio_loaded": tl / r["median_us"]})
+            out.append(row)
     return out
 
 
@@ -268,10 +321,10 @@ def plot(rows: list[dict[str, Any]], path: str, title: str) -> bool:
     return True
 
 
-def launch_measure(mpiexec: Optional[str]) -> dict[str, float]:
+def launch_measure(mpiexec: Optional[str], ranks: int = 2, loaded: bool = False) -> dict[str, float]:
     from pymcoll.cli import launch
-    program = [sys.executable, os.path.abspath(__file__), "--measure-only"]
-    cmd, env = launch.mpiexec_command(2, program, mpiexec)
+    program = [sys.executable, os.path.abspath(__file__), "--measure-loaded" if loaded else "--measure-only"]
+    cmd, env = launch.mpiexec_command(ranks, program, mpiexec)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"cost_model: measurement failed:\n{proc.stdout}\n{proc.stderr}")
@@ -288,16 +341,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--out", default=os.path.join(RESULTS, "cost_model"))
     ap.add_argument("--mpiexec", default=None)
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--measure-loaded", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.measure_only:
-        p = measure()
+    if args.measure_only or args.measure_loaded:
+        p = measure_loaded() if args.measure_loaded else measure()
         from mpi4py import MPI
         if MPI.COMM_WORLD.rank == 0:
             print(json.dumps(p))
         return 0
+    reused: dict[int, dict[str, float]] = {}
     if args.params:
         with open(args.params) as f:
-            params = json.load(f)["params"]
+            saved = json.load(f)
+        params = saved["params"]
+        reused = {int(k): v for k, v in saved.get("loaded_params", {}).items()}
     else:
         print("cost_model: measuring point-to-point, copies, reductions on 2 ranks ...", file=sys.stderr, flush=True)
         params = launch_measure(args.mpiexec)
@@ -318,23 +375,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for P in PPN:
                 vals = [r["lanes_vs_best_other"] for r in rows if r["coll"] == coll and r["size"] == m and r["ppn"] == P]
                 print(f"  {P:>3d} " + "".join(f"{v:>7.2f}" for v in vals))
-    val = validate(model, args.small_max)
+    # The validation runs' rank counts, each measured under its own load.
+    counts = set()
+    for path in glob.glob(os.path.join(RESULTS, "lanes_np*.json")):
+        with open(path) as f:
+            h = json.load(f)["header"]
+        if not h.get("check_only"):
+            counts.add(int(h["ranks"]))
+    loaded_params: dict[int, dict[str, float]] = {}
+    for R in sorted(counts):
+        if R in reused:
+            loaded_params[R] = reused[R]
+            continue
+        print(f"cost_model: measuring under the load of {R} ranks ...", file=sys.stderr, flush=True)
+        loaded_params[R] = launch_measure(args.mpiexec, R, loaded=True)
+    loaded = {R: Model({**params, **{k: v for k, v in lp.items() if k != "ranks"}}, args.node_gbps)
+              for R, lp in loaded_params.items()}
+    if loaded_params:
+        print("\n# parameters under load (R ranks busy on this machine's cores)")
+        for R, lp in loaded_params.items():
+            print(f"  {R:>3d} ranks: alpha_net {lp['alpha_net'] * 1e6:8.2f} us  beta_net "
+                  f"{1 / lp['beta_net'] / 1e9 if lp['beta_net'] > 0 else float('inf'):6.2f} GB/s  alpha_shm "
+                  f"{lp['alpha_shm'] * 1e6:8.2f} us  beta_shm {1 / lp['beta_shm'] / 1e9:6.2f} GB/s")
+    val = validate(model, args.small_max, loaded)
     if val:
         print("\n# validation: predicted / measured on virtual nodes (perf/results/lanes_np*.json)")
-        print(f"  {'file':<22} {'coll':<10} {'size':>8} {'impl':<7} {'measured':>10} {'predicted':>10} {'ratio':>6}")
+        print(f"  {'file':<34} {'coll':<10} {'size':>8} {'impl':<7} {'measured':>10} {'predicted':>10} {'ratio':>6}"
+              f" {'loaded':>10} {'ratio':>6}")
         for v in val:
-            print(f"  {v['file']:<22} {v['coll']:<10} {v['size']:>8d} {v['impl']:<7} {v['measured_us']:>10.2f} "
-                  f"{v['predicted_us']:>10.2f} {v['ratio']:>6.2f}" + ("  (oversubscribed)" if v["oversubscribed"] else ""))
-        for impl in ("lanes", "leader", "mpi4py"):
-            for over in (False, True):
-                rs = [v["ratio"] for v in val if v["impl"] == impl and v["oversubscribed"] == over]
-                if rs:
-                    gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
-                    print(f"  {impl:<7} {'oversubscribed' if over else 'cores >= ranks':<15}: geometric mean "
-                          f"{gm:.2f}, range {min(rs):.2f}-{max(rs):.2f} over {len(rs)} points")
+            print(f"  {v['file']:<34} {v['coll']:<10} {v['size']:>8d} {v['impl']:<7} {v['measured_us']:>10.2f} "
+                  f"{v['predicted_us']:>10.2f} {v['ratio']:>6.2f} {v.get('predicted_loaded_us', math.nan):>10.2f} "
+                  f"{v.get('ratio_loaded', math.nan):>6.2f}" + ("  (oversubscribed)" if v["oversubscribed"] else ""))
+        for key, label in (("ratio", "2-rank parameters"), ("ratio_loaded", "parameters under the run's load")):
+            print(f"  -- {label}")
+            for impl in ("lanes", "leader", "mpi4py"):
+                for over in (False, True):
+                    rs = [v[key] for v in val if key in v and v["impl"] == impl and v["oversubscribed"] == over]
+                    if rs:
+                        gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
+                        print(f"  {impl:<7} {'oversubscribed' if over else 'cores >= ranks':<15}: geometric mean "
+                              f"{gm:.2f}, range {min(rs):.2f}-{max(rs):.2f} over {len(rs)} points")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump({"params": params, "node_gbps": args.node_gbps, "small_max": args.small_max,
+        json.dump({"params": params, "loaded_params": loaded_params, "node_gbps": args.node_gbps,
+                   "small_max": args.small_max,
                    "predictions": rows, "validation": val}, f, indent=1)
     title = (f"cost model, measured here: MPI {params['alpha_net'] * 1e6:.2f} us + "
              f"{1 / params['beta_net'] / 1e9:.1f} GB/s, node step {params['alpha_shm'] * 1e6:.2f} us; "

@@ -32,17 +32,21 @@ CONFIGS = [
     (4, {"PYMCOLL_COPY": "cma"}),
     (3, {"PYMCOLL_COPY": "cma", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "1K"}),
     # Across virtual nodes on the lanes: 3+3+2, 4 x 2, 4+2, nodes of one rank,
-    # ranks dealt round-robin; rings and sliced forms forced; one lane; the
-    # single leader; a node buffer too small for the exchanges and trees.
+    # ranks dealt round-robin; rings, sliced forms and Alltoall's rank-to-rank
+    # pairs forced; one lane; the single leader; a node buffer too small for
+    # the exchanges and trees, with every Alltoall pair through the lanes in
+    # chunks.
     (8, {"PYMCOLL_NODE_SIZE": "3"}),
-    (8, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_LANES_SMALL_MAX": "1"}),
+    (8, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_LANES_SMALL_MAX": "1", "PYMCOLL_LANES_DIRECT_MIN": "1"}),
     (6, {"PYMCOLL_NODE_SIZE": "4", "PYMCOLL_COPY": "cma"}),
     (5, {"PYMCOLL_NODE_SIZE": "1"}),
     (7, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_NODE_LAYOUT": "cyclic", "PYMCOLL_LANES": "1"}),
-    (6, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "2K"}),
+    (6, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_SHM_SIZE": "16K", "PYMCOLL_CHUNK_SIZE": "2K",
+         "PYMCOLL_LANES_DIRECT_MIN": "1G"}),
     (6, {"PYMCOLL_NODE_SIZE": "2", **{f"PYMCOLL_{c}_ALGORITHM": "leader"
                                       for c in ("BCAST", "ALLGATHER", "ALLREDUCE", "REDUCE", "SCATTER",
-                                                "GATHER", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK")}}),
+                                                "GATHER", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK",
+                                                "ALLTOALL", "ALLTOALLV")}}),
 ]
 
 

@@ -51,6 +51,11 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
         slots = layout.max_local + 2 + 2 * (layout.lanes + 1)
         edges.add(layout.data_bytes // slots // 64 * 64)
         edges.add(layout.data_bytes // layout.size)  # Scatter/Gather's tree: all blocks in the buffer
+        # Alltoall(v): the block from which node pairs go rank to rank, and
+        # where a node pair's gathered message outgrows one chunk.
+        edges.add(int(config.value("PYMCOLL_LANES_DIRECT_MIN")))
+        chunk = layout.data_bytes // (2 * layout.lanes + 2) // 64 * 64
+        edges.add(chunk // (layout.max_local * layout.max_local))
     return sorted(e for e in edges if e > 0)
 
 
