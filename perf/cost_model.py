@@ -147,7 +147,7 @@ def measure_loaded() -> dict[str, float]:
     alpha_net = one_way(8, 2000)
     big = 1 << 20
     beta_net = max(one_way(big, 50) - alpha_net, 0.0) / big
-    src = np.ones(8 << 20, np.uint8)
+    src = np.ones(16 << 20, np.uint8)  # as in the 2-rank measurement
     dst = np.empty_like(src)
     world.Barrier()
     beta_shm = float(np.median(world.allgather(_best(lambda: np.copyto(dst, src), 5) / src.nbytes)))
