@@ -213,6 +213,7 @@ class Comm:
         cfg.flat_max = config.value("PYMCOLL_REDUCE_FLAT_MAX")
         cfg.lanes_small_max = config.value("PYMCOLL_LANES_SMALL_MAX")
         cfg.lanes_direct_min = config.value("PYMCOLL_LANES_DIRECT_MIN")
+        cfg.lanes_bcast_tree_max = config.value("PYMCOLL_LANES_BCAST_TREE_MAX")
         cfg.copy = config.COPY_MODES.index(config.value("PYMCOLL_COPY"))
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))

@@ -224,7 +224,10 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_LANES_SMALL_MAX", 64 << 10, parse_bytes,
                "largest payload per node (bytes) that the lane algorithms across nodes move through "
                "the node buffer by exchange with radix L+1 (Allgather's Bruck, Allreduce's recursive "
-               "exchange, Bcast's tree); larger payloads take the L-lane ring and sliced forms"),
+               "exchange); larger payloads take the L-lane ring"),
+        Option("PYMCOLL_LANES_BCAST_TREE_MAX", 256 << 10, parse_bytes,
+               "largest Bcast message (bytes) that goes across nodes whole down the lanes' (L+1)-ary "
+               "tree through the node buffer; larger messages are broadcast in L slices, one per lane"),
         Option("PYMCOLL_LANES_DIRECT_MIN", 2 << 10, parse_bytes,
                "Alltoall/Alltoallv across nodes: smallest mean block per rank pair (bytes) of a node "
                "pair whose blocks go straight from rank to rank; smaller ones are gathered into one "

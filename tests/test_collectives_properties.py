@@ -37,7 +37,8 @@ CONFIGS = [
     # the exchanges and trees, with every Alltoall pair through the lanes in
     # chunks.
     (8, {"PYMCOLL_NODE_SIZE": "3"}),
-    (8, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_LANES_SMALL_MAX": "1", "PYMCOLL_LANES_DIRECT_MIN": "1"}),
+    (8, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_LANES_SMALL_MAX": "1", "PYMCOLL_LANES_BCAST_TREE_MAX": "1",
+         "PYMCOLL_LANES_DIRECT_MIN": "1"}),
     (6, {"PYMCOLL_NODE_SIZE": "4", "PYMCOLL_COPY": "cma"}),
     (5, {"PYMCOLL_NODE_SIZE": "1"}),
     (7, {"PYMCOLL_NODE_SIZE": "3", "PYMCOLL_NODE_LAYOUT": "cyclic", "PYMCOLL_LANES": "1"}),

@@ -68,6 +68,7 @@ typedef struct pmc_config {
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
     uint64_t flat_max;       /* largest vector every receiver reduces whole (above: slices) */
     uint64_t lanes_small_max; /* largest payload per node the lanes move by radix-(L+1) exchange */
+    uint64_t lanes_bcast_tree_max; /* largest Bcast across nodes sent down the lanes' tree whole */
     uint64_t lanes_direct_min; /* Alltoall(v) across nodes: smallest mean block per rank pair sent rank to rank */
     int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
@@ -107,6 +108,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
 #define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */
 #define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
+#define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/README.md, lanes switch points */
 #define PMC_DEFAULT_LANES_DIRECT_MIN (2u << 10) /* measured: perf/README.md, Alltoall across nodes */
 
 /* Fills cfg with the defaults (what zero fields mean). */

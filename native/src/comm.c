@@ -186,7 +186,7 @@ static int host_oversubscribed(pmc_comm *c, MPI_Comm host, int *out)
  * hang, so creation fails instead, naming the setting. */
 static int agree_tuning(pmc_comm *c)
 {
-    enum { N = 6 + PMC_COLL_COUNT };
+    enum { N = 7 + PMC_COLL_COUNT };
     int64_t v[2 * N];
     v[0] = (int64_t)c->inline_max;
     v[1] = (int64_t)c->cma_min;
@@ -194,15 +194,16 @@ static int agree_tuning(pmc_comm *c)
     v[3] = (int64_t)c->flat_max;
     v[4] = (int64_t)c->lanes_small_max;
     v[5] = (int64_t)c->lanes_direct_min;
-    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[6 + i] = c->algorithm[i];
+    v[6] = (int64_t)c->lanes_bcast_tree_max;
+    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[7 + i] = c->algorithm[i];
     for (int i = 0; i < N; ++i) v[N + i] = -v[i];
     CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, v, 2 * N, MPI_INT64_T, MPI_MAX, c->comm));
     for (int i = 0; i < N; ++i) {
         if (v[i] == -v[N + i]) continue;
         static const char *const names[] = {"PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_COPY",
                                              "PYMCOLL_REDUCE_FLAT_MAX", "PYMCOLL_LANES_SMALL_MAX",
-                                             "PYMCOLL_LANES_DIRECT_MIN"};
-        const char *what = i < 6 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
+                                             "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_LANES_BCAST_TREE_MAX"};
+        const char *what = i < 7 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
         return pmc_fail(c, PMC_ERR_ARG, "%s differs across ranks (from %lld to %lld); every rank must use the "
                         "same tuning, or ranks would take different paths and hang", what,
                         (long long)-v[N + i], (long long)v[i]);
@@ -327,6 +328,7 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->cma_min = PMC_DEFAULT_CMA_MIN;
     cfg->lanes_small_max = PMC_DEFAULT_LANES_SMALL_MAX;
     cfg->lanes_direct_min = PMC_DEFAULT_LANES_DIRECT_MIN;
+    cfg->lanes_bcast_tree_max = PMC_DEFAULT_LANES_BCAST_TREE_MAX;
     cfg->shm_dir = "/dev/shm";
 }
 
@@ -348,6 +350,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
     if (cfg.lanes_small_max == 0) cfg.lanes_small_max = dflt.lanes_small_max;
     if (cfg.lanes_direct_min == 0) cfg.lanes_direct_min = dflt.lanes_direct_min;
+    if (cfg.lanes_bcast_tree_max == 0) cfg.lanes_bcast_tree_max = dflt.lanes_bcast_tree_max;
     if (cfg.copy < PMC_COPY_AUTO || cfg.copy > PMC_COPY_DIRECT) return PMC_ERR_ARG;
     for (int i = 0; i < 16; ++i)
         if (cfg.algorithm[i] < PMC_ALGO_AUTO || cfg.algorithm[i] > PMC_ALGO_LANES) return PMC_ERR_ARG;
@@ -368,6 +371,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     c->flat_max = cfg.flat_max;
     c->lanes_small_max = cfg.lanes_small_max;
     c->lanes_direct_min = cfg.lanes_direct_min;
+    c->lanes_bcast_tree_max = cfg.lanes_bcast_tree_max;
     c->copy = cfg.copy;
     for (int i = 1; i < PMC_COLL_COUNT; ++i) c->algorithm[i] = cfg.algorithm[i - 1];
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);

@@ -38,6 +38,7 @@ struct pmc_comm {
     uint64_t flat_max;
     uint64_t lanes_small_max;
     uint64_t lanes_direct_min;
+    uint64_t lanes_bcast_tree_max;
     int copy;
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */

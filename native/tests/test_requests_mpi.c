@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int copy, node_size, shm_off, progress, heap;
-        uint64_t lanes_small_max; /* 1: the lanes' rings and sliced forms at every size */
+        uint64_t lanes_small_max; /* 1: the lanes' rings, sliced Bcast and rank-to-rank Alltoall at every size */
     } configs[] = {
         {"auto", PMC_COPY_AUTO, 0, 0, 0, 0, 0},       {"cico", PMC_COPY_CICO, 0, 0, 0, 0, 0},
         {"cma", PMC_COPY_CMA, 0, 0, 0, 0, 0},         {"direct", PMC_COPY_DIRECT, 0, 0, 0, 1, 0},
@@ -289,7 +289,8 @@ int main(int argc, char **argv)
         cfg.shm_mode = configs[i].shm_off ? PMC_SHM_OFF : PMC_SHM_AUTO;
         cfg.progress_thread = configs[i].progress && provided == MPI_THREAD_MULTIPLE;
         cfg.cma_min = 1024;
-        if (configs[i].lanes_small_max) cfg.lanes_small_max = configs[i].lanes_small_max;
+        if (configs[i].lanes_small_max)
+            cfg.lanes_small_max = cfg.lanes_bcast_tree_max = cfg.lanes_direct_min = configs[i].lanes_small_max;
         pmc_comm *c = NULL;
         int rc = pmc_comm_create((uintptr_t)MPI_COMM_WORLD, &cfg, &c);
         CHECK_RC(rc, PMC_OK, "see stderr");

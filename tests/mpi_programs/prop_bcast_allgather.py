@@ -47,7 +47,7 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
         # node's payload (Allgather) or the vector (Allreduce), and where the
         # exchange's slots stop fitting the node buffer.
         small = int(config.value("PYMCOLL_LANES_SMALL_MAX"))
-        edges.update({small, small // layout.max_local})
+        edges.update({small, small // layout.max_local, int(config.value("PYMCOLL_LANES_BCAST_TREE_MAX"))})
         slots = layout.max_local + 2 + 2 * (layout.lanes + 1)
         edges.add(layout.data_bytes // slots // 64 * 64)
         edges.add(layout.data_bytes // layout.size)  # Scatter/Gather's tree: all blocks in the buffer

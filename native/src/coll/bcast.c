@@ -25,7 +25,7 @@ int pmc_bcast_run(pmc_op *op)
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1) {
         PMC_AWAIT(f, pmc_bcast_node(op, f + 1, a->recvbuf, a->count, a->root));
-    } else if (pmc_use_lanes(c, a->coll) && a->count <= c->lanes_small_max && a->count <= c->data_bytes) {
+    } else if (pmc_use_lanes(c, a->coll) && a->count <= c->lanes_bcast_tree_max && a->count <= c->data_bytes) {
         PMC_AWAIT(f, pmc_lanes_tree_down(op, f + 1, a->recvbuf, a->recvbuf, a->count, a->root, 0));
     } else if (pmc_use_lanes(c, a->coll)) {
         PMC_AWAIT(f, pmc_bcast_lanes_sliced(op, f + 1, a->recvbuf, a->count, a->root));
