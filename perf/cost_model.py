@@ -39,7 +39,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -61,6 +61,23 @@ def _best(fn, reps: int) -> float:
     return best
 
 
+def _pingpong(world: Any, partner: Optional[int], buf: np.ndarray, reps: int) -> Callable[[], None]:
+    """reps round trips of buf with partner (the lower rank sends first); None: no partner."""
+    me = world.rank
+
+    def run() -> None:
+        if partner is None:
+            return
+        for _ in range(reps):
+            if me < partner:
+                world.Send(buf, dest=partner)
+                world.Recv(buf, source=partner)
+            else:
+                world.Recv(buf, source=partner)
+                world.Send(buf, dest=partner)
+    return run
+
+
 def measure() -> dict[str, float]:
     """Run under mpiexec -n 2: every parameter of the model, in seconds and seconds per byte."""
     from mpi4py import MPI
@@ -74,15 +91,7 @@ def measure() -> dict[str, float]:
     for m in sizes:
         buf = np.zeros(max(m, 1), np.uint8)
         reps = max(5, min(2000, int(2e7 // max(m, 1))))
-
-        def pingpong() -> None:
-            for _ in range(reps):
-                if me == 0:
-                    world.Send(buf, dest=peer)
-                    world.Recv(buf, source=peer)
-                else:
-                    world.Recv(buf, source=peer)
-                    world.Send(buf, dest=peer)
+        pingpong = _pingpong(world, peer, buf, reps)
         world.Barrier()
         pingpong()
         world.Barrier()
@@ -127,18 +136,7 @@ def measure_loaded() -> dict[str, float]:
     partner = me ^ 1 if (me ^ 1) < R else None  # an odd last rank only takes part in the load
 
     def one_way(m: int, reps: int) -> float:
-        buf = np.zeros(max(m, 1), np.uint8)
-
-        def pingpong() -> None:
-            for _ in range(reps):
-                if partner is None:
-                    time.sleep(0)
-                elif me < partner:
-                    world.Send(buf, dest=partner)
-                    world.Recv(buf, source=partner)
-                else:
-                    world.Recv(buf, source=partner)
-                    world.Send(buf, dest=partner)
+        pingpong = _pingpong(world, partner, np.zeros(max(m, 1), np.uint8), reps)
         world.Barrier()
         t = _best(pingpong, 3) / reps / 2
         vals = [v for v in world.allgather(t if partner is not None else None) if v is not None]
