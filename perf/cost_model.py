@@ -85,7 +85,7 @@ def measure() -> dict[str, float]:
     import pymcoll
     world = MPI.COMM_WORLD
     assert world.size == 2, "the measurement runs on exactly 2 ranks"
-    me, peer = world.rank, 1 - world.rank
+    peer = 1 - world.rank
     sizes = [8 << (2 * i) for i in range(11)]  # 8 B .. 8 MiB
     one_way = []
     for m in sizes:
