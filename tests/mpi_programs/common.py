@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from typing import Callable
 
@@ -46,6 +47,35 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind in "fc" and a.dtype in (np.dtype("longdouble"), np.dtype("clongdouble")):
         return bool(np.array_equal(a, b, equal_nan=True))
     return a.tobytes() == b.tobytes()
+
+
+def waited_within(rank: int, t0: float, timeout: float, exc: BaseException) -> None:
+    """A rank that gave up on a late peer: report the wait, which must end near the deadline."""
+    waited = time.monotonic() - t0
+    print(f"rank {rank} waited {waited:.2f} s, got {type(exc).__name__}: {exc}", flush=True)
+    assert waited < timeout + 2.0, f"waited {waited:.2f} s past a {timeout} s deadline"
+
+
+def assert_broken(comm) -> None:
+    """A communicator broken by a timeout refuses the next collective, naming Free()."""
+    import pymcoll
+    try:
+        comm.Barrier()
+        raise AssertionError("a broken communicator accepted another collective")
+    except pymcoll.CommBrokenError as broken:
+        assert "Free()" in str(broken), str(broken)
+
+
+def free_and_recover(comm, world: MPI.Comm, recv: np.ndarray) -> None:
+    """Free() works after a failure, and a new communicator works once every rank is back."""
+    import pymcoll
+    rank, size = world.rank, world.size
+    comm.Free()
+    world.Barrier()
+    with pymcoll.Comm(world) as again:
+        again.Allgather(np.full(8, rank, np.int32), recv)
+        assert (recv.reshape(size, 8) == np.arange(size)[:, None]).all()
+    print(f"rank {rank} recovered", flush=True)
 
 
 def main(body: Callable[[], None]) -> None:

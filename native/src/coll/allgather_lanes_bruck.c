@@ -33,15 +33,14 @@ int pmc_allgather_lanes_bruck(pmc_op *op, pmc_frame *f, const void *send, void *
     const int me = n->local_rank, lane = pmc_lane_of(c), shared = n->local_size > 1;
     /* f->k: nodes held; f->n: rounds; f->j: rounds done. */
     PMC_CO_BEGIN(f);
-    f->p = pmc_node_buffer(c, (uint64_t)c->size * block);
-    if (f->p == NULL) {
-        f->pc = 0;
-        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    {
+        int rc = pmc_node_buffer_claim(op, f, (uint64_t)c->size * block);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
     }
     f->n = (uint64_t)pmc_lane_rounds(c->nnodes, c->lanes + 1);
-    f->base = n->step;
-    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
-    /* The buffer is free once every rank is done with the calls before. */
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     memcpy((unsigned char *)f->p + (uint64_t)me * block, send, block);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);

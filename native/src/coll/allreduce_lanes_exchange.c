@@ -108,15 +108,15 @@ int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, voi
     long stride;
     /* f->aux: last step posted; f->j: round; f->n: steps in all (for ranks past the lanes). */
     PMC_CO_BEGIN(f);
-    f->p = pmc_node_buffer(c, (uint64_t)(X + 2 * R) * vp);
-    if (f->p == NULL) {
-        f->pc = 0;
-        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    {
+        int rc = pmc_node_buffer_claim(op, f, (uint64_t)(X + 2 * R) * vp);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
     }
     buf = f->p;
-    f->base = n->step;
     f->n = 2u + (main_node ? 2u * (uint64_t)p.rounds + (extra >= 0 ? 2u : 0u) : 1u);
-    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     memcpy(buf + (uint64_t)(IN + me) * vp, send, bytes);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);

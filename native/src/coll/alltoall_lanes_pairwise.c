@@ -324,20 +324,16 @@ int pmc_alltoall_lanes_pairwise(pmc_op *op, pmc_frame *f, const void *send, int 
     {
         /* A node of one rank has no segment: its scratch holds the slots
          * (the chunk size stays the shared one). */
-        const uint64_t need = counts + (2u * (uint64_t)x.nl + 2u) * x.C;
-        f->p = pmc_node_buffer(c, need);
-        if (f->p == NULL) {
+        int rc = pmc_node_buffer_claim(op, f, counts + (2u * (uint64_t)x.nl + 2u) * x.C);
+        if (rc != PMC_OK) {
             f->pc = 0;
-            return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+            return rc;
         }
         unsigned char *buf = f->p;
         x.sc = v ? (const uint64_t *)(const void *)buf : NULL;
         x.rc = v ? x.sc + (size_t)x.ls * (size_t)c->size : NULL;
         x.slots = buf + counts;
     }
-    f->base = n->step;
-    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
-    /* The buffer is free once every rank is done with the calls before. */
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     f->aux = f->base;
     if (v) {

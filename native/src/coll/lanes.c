@@ -131,6 +131,17 @@ unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes)
     return pmc_scratch(c, (size_t)(bytes > 0 ? bytes : 1));
 }
 
+int pmc_node_buffer_claim(pmc_op *op, pmc_frame *f, uint64_t bytes)
+{
+    pmc_comm *c = op->c;
+    pmc_node *n = &c->node_ctx;
+    f->p = pmc_node_buffer(c, bytes);
+    if (f->p == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    f->base = n->step;
+    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
+    return PMC_OK;
+}
+
 int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf)
 {
     pmc_comm *c = op->c;

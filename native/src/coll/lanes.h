@@ -65,6 +65,11 @@ static inline int pmc_lane_rounds(int nnodes, int radix)
  * ranks (the caller checked bytes <= c->data_bytes), or this rank's scratch
  * on a node of one rank (no segment). NULL when out of memory. */
 unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes);
+/* A lane algorithm's start: f->p = the node buffer of `bytes`, f->base =
+ * the node's step, the segment's data area laid out as the node buffer.
+ * The caller then waits for PMC_FLAG_ACK at f->base (the buffer is free
+ * once every local rank is done with the calls before). */
+int pmc_node_buffer_claim(pmc_op *op, pmc_frame *f, uint64_t bytes);
 
 /* Copies the blocks of every node between nodebuf, where they lie in node
  * order from node `first` (cyclic), each node's ranks by local rank, and

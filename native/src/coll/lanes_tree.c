@@ -120,13 +120,13 @@ int pmc_lanes_tree_down(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
     const tree t = tree_of(c, root);
     /* f->peers[0]: the local rank that fills the node buffer. */
     PMC_CO_BEGIN(f);
-    f->p = pmc_node_buffer(c, blocks ? (uint64_t)c->size * block : block);
-    if (f->p == NULL) {
-        f->pc = 0;
-        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    {
+        int rc = pmc_node_buffer_claim(op, f, blocks ? (uint64_t)c->size * block : block);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
     }
-    f->base = n->step;
-    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     f->peers[0] = t.v == 0 ? root_local : t.up_lane;
     if (t.v == 0 && me == root_local) {
@@ -170,13 +170,13 @@ int pmc_lanes_tree_up(pmc_op *op, pmc_frame *f, const void *send, void *recv, ui
     const tree t = tree_of(c, root);
     /* f->peers[0]: the local rank that sends the range up (root's node: the root). */
     PMC_CO_BEGIN(f);
-    f->p = pmc_node_buffer(c, (uint64_t)c->size * block);
-    if (f->p == NULL) {
-        f->pc = 0;
-        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory for the node buffer", n->coll);
+    {
+        int rc = pmc_node_buffer_claim(op, f, (uint64_t)c->size * block);
+        if (rc != PMC_OK) {
+            f->pc = 0;
+            return rc;
+        }
     }
-    f->base = n->step;
-    pmc_node_use_layout(n, PMC_LAYOUT_NODEBUF, f->base);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
     memcpy((unsigned char *)f->p + (uint64_t)me * block, send, block);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);
