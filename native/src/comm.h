@@ -2,7 +2,7 @@
 #ifndef PMC_COMM_H
 #define PMC_COMM_H
 
-#include <mpi.h>
+#include "mpi_calls.h"
 #include <pthread.h>
 #include <stdint.h>
 

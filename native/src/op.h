@@ -16,7 +16,7 @@
 #ifndef PMC_OP_H
 #define PMC_OP_H
 
-#include <mpi.h>
+#include "mpi_calls.h"
 #include <stdint.h>
 
 #include "pymcoll.h"

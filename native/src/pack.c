@@ -1,6 +1,6 @@
 /* Packing of derived datatypes into contiguous bytes (MPI_Pack on
  * MPI_COMM_SELF: the layout is this rank's own business). */
-#include <mpi.h>
+#include "mpi_calls.h"
 #include <stdint.h>
 
 #include "pymcoll.h"
