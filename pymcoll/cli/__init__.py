@@ -12,9 +12,9 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
-from . import bench, info
+from . import bench, info, preload
 
-COMMANDS: dict[str, ModuleType] = {"info": info, "bench": bench}
+COMMANDS: dict[str, ModuleType] = {"info": info, "bench": bench, "preload": preload}
 
 
 def build_parser() -> argparse.ArgumentParser:
