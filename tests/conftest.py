@@ -42,6 +42,14 @@ def mpiexec_command(n: int) -> list[str]:
     return cmd
 
 
+def launcher_env(settings: dict[str, str]) -> list[str]:
+    """mpiexec flags that set environment variables in the ranks only (not in mpiexec itself)."""
+    flags: list[str] = []
+    for key, value in settings.items():
+        flags += ["-x", f"{key}={value}"] if mpi_flavor() == "openmpi" else ["-genv", key, value]
+    return flags
+
+
 def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for an MPI launch: ours plus `extra` (a value of None removes)."""
     env = dict(os.environ)

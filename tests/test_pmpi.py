@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS_DIR, mpi_env, mpi_flavor, mpiexec_command
+from conftest import TESTS_DIR, launcher_env, mpi_env, mpiexec_command
 
 PROGRAMS = TESTS_DIR / "pmpi_programs"
 # Every MPI_* collective the core implements (the large-count forms too where the MPI has them).
@@ -50,13 +50,10 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def launch(n: int, exe: Path, preload: bool, env: dict[str, str] | None = None,
            timeout: float = 240) -> subprocess.CompletedProcess:
     """`exe` on n ranks; with the preload library (and `env`) passed by the launcher's own flags."""
-    cmd = mpiexec_command(n)
     settings = dict(env or {})
     if preload:
         settings["LD_PRELOAD"] = str(preload_path())
-    for key, value in settings.items():
-        cmd += ["-x", f"{key}={value}"] if mpi_flavor() == "openmpi" else ["-genv", key, value]
-    cmd.append(str(exe))
+    cmd = mpiexec_command(n) + launcher_env(settings) + [str(exe)]
     try:
         return subprocess.run(cmd, cwd=TESTS_DIR, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -141,10 +138,7 @@ def test_mpi4py_program_runs_through_preload() -> None:
             "assert (b == sum(np.arange(5.0) + r for r in range(c.size))).all(), b\n"
             "g = np.empty(5 * c.size)\nc.Allgather(a, g)\nassert (g.reshape(c.size, 5)[:, 0] == np.arange(c.size)).all()\n"
             "print('ok', c.rank)\n")
-    cmd = mpiexec_command(2)
-    settings = {"LD_PRELOAD": str(preload_path()), "PYMCOLL_PMPI_VERBOSE": "1"}
-    for key, value in settings.items():
-        cmd += ["-x", f"{key}={value}"] if mpi_flavor() == "openmpi" else ["-genv", key, value]
+    cmd = mpiexec_command(2) + launcher_env({"LD_PRELOAD": str(preload_path()), "PYMCOLL_PMPI_VERBOSE": "1"})
     proc = subprocess.run(cmd + [sys.executable, "-c", code], cwd=TESTS_DIR, env=mpi_env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.count("ok") == 2, proc.stdout + proc.stderr
