@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import TESTS_DIR, mpi_env, mpiexec_command
 
@@ -61,3 +64,151 @@ def test_bench_ranks_ignore_a_pymcoll_folder_in_the_working_directory(tmp_path) 
     cmd = [sys.executable, "-P", "-m", "pymcoll", "bench", "--np", "2", "--colls", "barrier"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and "vs_ref" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+# -- python -m pymcoll bench: every collective, the columns, --json, --plot, --vs, -m ------------
+
+BENCH = [sys.executable, "-P", "-m", "pymcoll", "bench"]
+QUICK = ["-i", "5", "-w", "1", "--blocks", "2"]  # a handful of calls per size: tests check output, not speed
+
+
+def table_rows(out: str) -> dict[str, list[dict[str, str]]]:
+    """Title -> rows of every table in bench's stdout, each row a dict keyed by column name.
+
+    A table is a '# Title, ...' line, maybe a '# Size = ...' line, a '# Size  count ...' column
+    line (names joined by two or more spaces; OSU's names hold single spaces) and its rows.
+    """
+    tables: dict[str, list[dict[str, str]]] = {}
+    title, columns = None, None
+    for line in out.splitlines():
+        if line.startswith("# Size  "):
+            columns = re.split(r"\s{2,}", line[2:].strip())
+            tables[title] = []
+        elif line.startswith("# ") and not line.startswith("# Size") and "," in line:
+            title, columns = line[2:].split(",")[0], None
+        elif columns and line.strip() and not line.startswith("#"):
+            fields = line.split()
+            assert len(fields) == len(columns), (columns, line)
+            tables[title].append(dict(zip(columns, fields)))
+        elif not line.strip():
+            columns = None
+    return tables
+
+
+ALL_TITLES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather", "Allgatherv",
+              "Alltoall", "Alltoallv", "Reduce", "Allreduce", "Reduce_scatter_block", "Reduce_scatter",
+              "Scan", "Exscan")
+
+
+def test_bench_all_collectives_verify_with_both_column_sets_json_and_progress(tmp_path) -> None:
+    path = tmp_path / "bench.json"
+    proc = run(BENCH + ["-n", "2", "--colls", "all", "-m", "8:64", *QUICK, "--json", str(path)], timeout=120)
+    tables = table_rows(proc.stdout)
+    assert sorted(tables) == sorted(ALL_TITLES), list(tables)
+    for title, rows in tables.items():
+        assert rows, title
+        for row in rows:
+            assert row["#wrong"] == "0", (title, row)
+            for column in ("Avg Latency(us)", "Min Latency(us)", "Max Latency(us)", "Iterations", "time(us)",
+                           "algbw(GB/s)", "busbw(GB/s)", "count", "type", "redop", "root"):
+                assert column in row, (title, column)
+            assert row["Iterations"] == "10"  # 5 per block x 2 blocks
+            if row["impl"] == "pymcoll":
+                assert float(row["vs_ref"]) > 0, row
+            else:
+                assert row["impl"] == "mpi" and row["vs_ref"] == "-", row
+        sizes = sorted({int(r["Size"]) for r in rows})
+        assert sizes == ([0] if title == "Barrier" else [8, 16, 32, 64]), (title, sizes)
+    assert {r["redop"] for r in tables["Allreduce"]} == {"sum"} and tables["Bcast"][0]["root"] == "0"
+    assert tables["Allgather"][0]["count"] == "1"  # 8 B of float32 over 2 ranks: one element each
+
+    data = json.loads(path.read_text())
+    header, records = data[0], data[1:]
+    assert header["kind"] == "header" and header["ranks"] == 2 and header["vs"] == "mpi"
+    assert len(header["colls"]) == 16 and header["type"] == "float32" and header["op"] == "sum"
+    assert len(records) == 2 * (15 * 4 + 1)  # per collective, size and implementation
+    for r in records:
+        assert r["wrong"] == 0 and r["impl"] in ("pymcoll", "mpi4py"), r
+        assert r["osu_min_us"] <= r["osu_avg_us"] <= r["osu_max_us"], r
+        assert (r["vs_ref"] is not None) == (r["impl"] == "pymcoll"), r
+        assert len(r["block_us"]) == 2 and r["iters"] == 5
+    allreduce = next(r for r in records if r["coll"] == "allreduce" and r["size"] == 64)
+    assert allreduce["busbw_factor"] == 1.0 and allreduce["redop"] == "sum"  # 2(n-1)/n at n = 2
+
+    # Progress: rank 0's lines on stderr, one per measurement, none in the tables.
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("pymcoll bench: ")]
+    assert any("allreduce 64 B (" in ln for ln in progress), proc.stderr[-2000:]
+    assert progress[-1].startswith("pymcoll bench: exscan 64 B (61/61)"), progress[-3:]
+    assert "allreduce 64 B (" not in proc.stdout
+
+
+def test_bench_three_ranks_virtual_nodes_int_max_verifies() -> None:
+    # Across virtual nodes at an odd rank count, another type and op: sizes round down to
+    # whole blocks of 3 ranks, and every result must still check out.
+    cmd = BENCH + ["-n", "3", "--node-size", "2", "--colls", "all", "-m", "8:64", *QUICK,
+                   "--dtype", "int16", "--op", "max", "-q"]
+    proc = run(cmd, timeout=120)
+    tables = table_rows(proc.stdout)
+    assert len(tables) == 16
+    for title, rows in tables.items():
+        assert rows and all(r["#wrong"] == "0" for r in rows), title
+    assert [r["Size"] for r in tables["Alltoall"][::2]] == ["6", "12", "30", "60"]
+    assert {r["redop"] for r in tables["Scan"]} == {"max"} and tables["Scan"][0]["type"] == "int16"
+    assert not [ln for ln in proc.stderr.splitlines() if ln.startswith("pymcoll bench: ")]  # -q: no progress
+
+
+def test_bench_plot_writes_a_png(tmp_path) -> None:
+    import matplotlib  # noqa: F401 - the test extra installs it; --plot must work
+    path = tmp_path / "plots" / "out.png"
+    proc = run(BENCH + ["-n", "2", "--colls", "bcast,allreduce,barrier", "-m", "8:256", *QUICK,
+                        "--vs", "mpi", "--plot", str(path)], timeout=120)
+    assert f"# wrote {path}" in proc.stdout
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_bench_vs_none_has_no_ratio_column() -> None:
+    proc = run(BENCH + ["-n", "2", "--colls", "allgather,barrier", "-m", "64", *QUICK, "--vs", "none"],
+               timeout=120)
+    assert "vs_ref" not in proc.stdout
+    tables = table_rows(proc.stdout)
+    assert sorted(tables) == ["Allgather", "Barrier"]
+    for rows in tables.values():
+        assert [r["impl"] for r in rows] == ["pymcoll"] and rows[0]["#wrong"] == "0"
+
+
+def test_bench_message_sizes_parse() -> None:
+    from pymcoll.cli.bench import doubling_sizes, parse_message_sizes
+
+    assert parse_message_sizes("8:16M") == (8, 16 << 20)
+    assert parse_message_sizes("1K") == (1024, 1024)
+    assert parse_message_sizes(":64K") == (8, 64 << 10)
+    assert parse_message_sizes("4K:") == (4096, 1 << 20)
+    assert doubling_sizes(8, 64) == [8, 16, 32, 64] and doubling_sizes(100, 1000) == [100, 200, 400, 800]
+
+
+def test_bench_bad_message_sizes_name_the_option() -> None:
+    for bad in ("lots", "1M:8", "8:16:32", ":", "8:x"):
+        proc = subprocess.run(BENCH + ["-m", bad], cwd=TESTS_DIR, env=mpi_env(), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2 and "-m/--message-sizes" in proc.stderr, (bad, proc.stderr)
+        assert "not started by mpiexec" not in proc.stderr  # refused before launching anything
+    proc = subprocess.run(BENCH + ["-m", "8:1K", "--max-bytes", "1M"], cwd=TESTS_DIR, env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--max-bytes" in proc.stderr and "-m" in proc.stderr
+    proc = subprocess.run(BENCH + ["--colls", "allreduce,bogus"], cwd=TESTS_DIR, env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--colls" in proc.stderr and "bogus" in proc.stderr
+
+
+def test_bench_plot_without_matplotlib_says_how_to_get_it(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from pymcoll.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name == "matplotlib" else real(name, *a, **k))
+    assert main(["bench", "--plot", "out.png"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and "pip install matplotlib" in err

@@ -106,9 +106,14 @@ static int read_tuning(tuning *t, char *err, size_t errlen)
         } else {
             char *val = eq + 1;
             trim(val);
-            snprintf(t->name[t->n], sizeof(t->name[0]), "%s", name);
-            snprintf(t->value[t->n], sizeof(t->value[0]), "%s", val);
-            ++t->n;
+            const size_t vl = strlen(val);
+            if (vl >= sizeof(t->value[0])) {
+                rc = fail(err, errlen, "PYMCOLL_TUNING='%s' line %d: the value of %s is too long", path, lineno, name);
+            } else {
+                memcpy(t->name[t->n], name, strlen(name) + 1);
+                memcpy(t->value[t->n], val, vl + 1);
+                ++t->n;
+            }
         }
     }
     fclose(f);

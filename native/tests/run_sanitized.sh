@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
 # test_segment and test_node_algos once, test_comm_mpi and test_requests_mpi under mpiexec with
-# 1, 2, 3 and 4 ranks. With --valgrind it also runs the two non-MPI tests
+# 1, 2, 3 and 4 ranks; then the preload library, built the same way, under
+# tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the two non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
 #
 # Usage: native/tests/run_sanitized.sh [--valgrind] [builddir]   (default build-sanitize)
@@ -47,8 +48,10 @@ configure() { # dir, extra meson options...: output shown only on failure
     rm -f "$log"
 }
 
-build() { # dir
-    meson compile -C "$1" -j "$jobs" "${tests[@]}"
+build() { # dir, extra targets...
+    local dir=$1
+    shift
+    meson compile -C "$dir" -j "$jobs" "${tests[@]}" "$@"
 }
 
 run() { # label, command...: runs under `timeout 120`, records a failure
@@ -69,7 +72,7 @@ run() { # label, command...: runs under `timeout 120`, records a failure
 
 echo "### configure and build $builddir (ASan + UBSan)"
 configure "$builddir" -Db_sanitize=address,undefined -Db_lundef=false || exit 1
-build "$builddir" || { echo "build of $builddir failed" >&2; exit 1; }
+build "$builddir" pymcoll_pmpi || { echo "build of $builddir failed" >&2; exit 1; }
 bin=$builddir/native/tests
 
 # Both sanitizers stop at the first report; UBSan with a stack trace.
@@ -91,6 +94,29 @@ for n in 1 2 3 4; do
     ASAN_OPTIONS=$asan_mpi run "test_comm_mpi -n $n" mpiexec "${mpiexec_args[@]}" -n "$n" "$bin/test_comm_mpi"
     ASAN_OPTIONS=$asan_mpi run "test_requests_mpi -n $n" mpiexec "${mpiexec_args[@]}" -n "$n" "$bin/test_requests_mpi"
 done
+
+# The preload library in an unmodified program: the sanitizer runtimes are
+# preloaded ahead of it, in the ranks only.
+check=$builddir/check_collectives
+if mpicc -std=c11 -O1 -o "$check" tests/pmpi_programs/check_collectives.c; then
+    preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so):$builddir/libpymcoll_pmpi.so"
+    if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then
+        env_args() { local a=(); for kv in "$@"; do a+=(-x "$kv"); done; echo "${a[@]}"; }
+    else
+        env_args() { local a=(); for kv in "$@"; do a+=(-genv "${kv%%=*}" "${kv#*=}"); done; echo "${a[@]}"; }
+    fi
+    # shellcheck disable=SC2046 # the flags are words without spaces
+    for n in 2 3; do
+        run "preload check_collectives -n $n" mpiexec "${mpiexec_args[@]}" \
+            $(env_args "LD_PRELOAD=$preload" "ASAN_OPTIONS=$asan_mpi") -n "$n" "$check"
+    done
+    # shellcheck disable=SC2046
+    run "preload check_collectives -n 4, nodes of 2" mpiexec "${mpiexec_args[@]}" \
+        $(env_args "LD_PRELOAD=$preload" "ASAN_OPTIONS=$asan_mpi" PYMCOLL_NODE_SIZE=2) -n 4 "$check"
+else
+    echo "=== preload check_collectives: FAILED (mpicc)" >&2
+    failed+=("preload check_collectives (mpicc)")
+fi
 
 if [ "$use_valgrind" -eq 1 ]; then
     vdir=$builddir-valgrind

@@ -1,65 +1,86 @@
 """Benchmark pymcoll's collectives side by side with the MPI's own.
 
-For every collective and message size, pymcoll.Comm and the MPI collective
-it wraps (the same communicator's ``.mpi``, called through mpi4py, so both
-sides pay a Python call) run in alternating blocks: warm-up, then
-A B A B ... (pymcoll, mpi4py). Before every call the send buffer gets a new
-value (one byte per 4 KiB page); only the call itself is timed. A Barrier
-precedes each block, and the time per call of a block is the slowest rank's
-(MPI_MAX over ranks). Each size reports the median and the minimum over the
-blocks, and the result of one call per implementation is verified in full.
+For every collective and message size, pymcoll.Comm and the reference (with
+--vs mpi, the default: the same collective of the communicator pymcoll wraps,
+called through mpi4py, so both sides pay a Python call) run in alternating
+blocks: warm-up, then A B A B ... (pymcoll, reference), a Barrier before each
+block. Before every call one element per 4 KiB page of every send block gets a
+new value (untimed), so no cached result can flatter a copy; only the call is
+timed. Once per size and implementation the result is checked element by
+element on every rank against numpy (#wrong: wrong elements, summed over ranks).
 
-Columns follow nccl-tests: size is the bytes each rank ends up with (for
-Allgather the whole receive buffer), count the elements each rank sends,
-algbw = size / time and busbw = algbw x (n-1)/n for Allgather, x 1 for
-Bcast; vs_ref = pymcoll median / mpi median (below 1: pymcoll is faster).
+Collectives (--colls, a comma list, or all): barrier, bcast, gather, gatherv,
+scatter, scatterv, allgather, allgatherv, alltoall, alltoallv, reduce,
+allreduce, reduce_scatter_block, reduce_scatter, scan, exscan. The v-forms use
+equal counts. Every buffer holds --dtype (default float32); reductions use
+--op (default sum) on inputs chosen so that every result is exact.
 
-Started without mpiexec, it starts itself under ``mpiexec -n NP``. Examples:
+Sizes (-m MIN:MAX, or one size -m 1K; K/M/G suffixes) double from MIN up to MAX.
+A size is the bytes of the call's largest buffer, as in nccl-tests: the
+message or vector (Bcast, Reduce, Allreduce, Scan, Exscan), or ranks x block
+(Gather(v), Allgather(v): the receive buffer; Scatter(v), Alltoall(v),
+Reduce_scatter(_block): the send buffer), rounded down to whole elements per
+rank's block; count is the elements of one block.
+
+One table per collective, one row per size and implementation. Columns:
+  Avg/Min/Max Latency(us), Iterations  (OSU) each rank's mean time per call over
+      its timed calls, averaged / least / most over the ranks; timed calls per rank
+  time(us)  median over the blocks of the slowest rank's time per call
+  algbw, busbw (nccl-tests, GB/s = 1e9 B/s)  size / time, and algbw x factor:
+      Allreduce 2(n-1)/n; Allgather(v), Alltoall(v), Reduce_scatter(_block),
+      Gather(v), Scatter(v) (n-1)/n; Bcast, Reduce, Scan, Exscan 1
+  #wrong  elements that differed in the verified call
+  vs_ref  pymcoll time / reference time (< 1: pymcoll is faster); not with --vs none
+--json FILE writes the run's header and one record per size and implementation;
+--plot FILE.png draws latency and bus bandwidth against size, pymcoll and the
+reference on the same axes (needs matplotlib). Progress goes to stderr (-q: none).
+
+Started without mpiexec, it starts itself under ``mpiexec -n NP`` (-n; default
+one rank per core, 2 to 4). Exit status: 0, 1 if a result was wrong, 2 on a bad
+option. Examples:
 
     python -m pymcoll bench
-    python -m pymcoll bench --np 4 --node-size 2 --colls allgather --max-bytes 64K
-    mpiexec -n 2 python -m pymcoll bench --json bench.json
+    python -m pymcoll bench --vs mpi --plot out.png
+    python -m pymcoll bench -n 4 --colls all -m 8:16M --json bench.json
+    python -m pymcoll bench --colls allreduce,reduce_scatter --dtype float64 --op max -m 1K:1M
+    python -m pymcoll bench -n 4 --node-size 2 --colls allgather -m 8:64K -i 100 -w 10
+    mpiexec -n 2 python -m pymcoll bench --vs none --colls barrier,bcast
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .launch import DEFAULT_TIMEOUT_S, default_np, is_launched, python_command, run_under_mpiexec
+from .bench_cases import (COLLECTIVES, DTYPES, METHODS, OPS, REDUCTIONS, ROOTED, SIZE_MEANING, TITLES,
+                          busbw_factor, make_case, mpi_type, planned_sizes)
+from .bench_table import format_header, format_table, paired_rows, write_json
+from .launch import DEFAULT_TIMEOUT_S, is_launched, one_rank_per_core, python_command, run_under_mpiexec
 
-HELP = "benchmark Bcast, Allgather and Barrier against the MPI's own collectives (through mpi4py)"
+__all__ = [
+    "COLLECTIVES", "TITLES", "busbw_factor", "parse_size", "power_of_two_sizes", "parse_message_sizes",
+    "doubling_sizes", "parse_colls", "default_iters", "default_warmup", "describe_run", "format_header",
+    "bench_collective", "run_benchmark", "paired_rows", "format_table", "write_json", "progress_printer",
+    "add_arguments", "check_arguments", "run", "DEFAULT_TIMEOUT_S", "is_launched", "run_under_mpiexec",
+]
 
-COLLECTIVES: tuple[str, ...] = ("bcast", "allgather", "allreduce", "barrier")
-TITLES = {"bcast": "Bcast", "allgather": "Allgather", "allreduce": "Allreduce (float32 SUM)", "barrier": "Barrier"}
+HELP = "benchmark every collective against the MPI's own (OSU and nccl-tests columns, --json, --plot)"
+
+DEFAULT_COLLS = "bcast,allgather,allreduce,barrier"
+DEFAULT_MIN, DEFAULT_MAX = "8", "1M"
 IMPLS: tuple[str, ...] = ("pymcoll", "mpi4py")  # A, B of every A B A B ... sequence
-DTYPE = np.uint8
-TYPE_NAME = "uint8"
-STAMP_STRIDE = 4096  # one new byte per page before every call
-POISON = 255  # never produced by _pattern
+VS_CHOICES: tuple[str, ...] = ("mpi", "none")
 MIN_ITERS = 3
 TARGET_BLOCK_S = 0.025  # a block aims at about this long (iterations are capped by it)
-
-
-def busbw_factor(coll: str, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor: Allgather (n-1)/n, Allreduce 2(n-1)/n, Bcast 1, Barrier 0."""
-    if coll == "allgather":
-        return (ranks - 1) / ranks if ranks else 0.0
-    if coll == "bcast":
-        return 1.0
-    if coll == "allreduce":
-        return 2 * (ranks - 1) / ranks if ranks else 0.0
-    return 0.0
+TOOL = "python -m pymcoll bench"
 
 
 # -- argument parsing ----------------------------------------------------------
@@ -80,9 +101,15 @@ def power_of_two_sizes(min_bytes: int, max_bytes: int) -> list[int]:
     for name, value in (("--min-bytes", min_bytes), ("--max-bytes", max_bytes)):
         if value < 1 or value & (value - 1):
             lower = 1 << max(value.bit_length() - 1, 0)
-            raise ValueError(f"{name}={value} is not a power of two; use e.g. {lower} or {lower * 2}")
+            raise ValueError(f"{name}={value} is not a power of two; use e.g. {lower} or {lower * 2}, "
+                             f"or -m MIN:MAX for sizes doubling from any MIN")
     if min_bytes > max_bytes:
         raise ValueError(f"--min-bytes={min_bytes} is larger than --max-bytes={max_bytes}; swap them")
+    return doubling_sizes(min_bytes, max_bytes)
+
+
+def doubling_sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    """MIN, 2 MIN, 4 MIN, ... up to MAX (OSU's -m): MAX itself only if it is on that ladder."""
     sizes = []
     size = min_bytes
     while size <= max_bytes:
@@ -91,13 +118,45 @@ def power_of_two_sizes(min_bytes: int, max_bytes: int) -> list[int]:
     return sizes
 
 
+def parse_message_sizes(text: str) -> tuple[int, int]:
+    """(MIN, MAX) from -m's 'MIN:MAX', 'SIZE', 'MIN:' or ':MAX' (missing ends: 8 and 1M).
+
+    ValueError names -m/--message-sizes and shows the accepted forms.
+    """
+    forms = "expected MIN:MAX or one size, bytes with an optional K/M/G suffix, e.g. -m 8:16M or -m 1K"
+    raw = str(text).strip()
+    parts = raw.split(":")
+    if len(parts) > 2 or not raw or raw == ":":
+        raise ValueError(f"-m/--message-sizes={text!r}: {forms}")
+    if len(parts) == 1:
+        low = high = parts[0]
+    else:  # a missing end takes the default's
+        low, high = parts[0] or DEFAULT_MIN, parts[1] or DEFAULT_MAX
+    values = []
+    for part in (low, high):
+        try:
+            values.append(parse_size(part, "size"))
+        except ValueError:
+            raise ValueError(f"-m/--message-sizes={text!r}: {part.strip()!r} is not a positive size; "
+                             f"{forms}") from None
+    if values[0] > values[1]:
+        raise ValueError(f"-m/--message-sizes={text!r}: MIN {values[0]} is larger than MAX {values[1]}; "
+                         f"swap them")
+    return values[0], values[1]
+
+
 def parse_colls(text: str) -> list[str]:
-    """'bcast,allgather' -> ['bcast', 'allgather']; ValueError names --colls and the choices."""
+    """'bcast,allgather' -> ['bcast', 'allgather'] (given order), 'all' -> every collective.
+
+    ValueError names --colls and the choices.
+    """
     colls = [c.strip().lower() for c in str(text).split(",") if c.strip()]
+    if colls == ["all"]:
+        return list(COLLECTIVES)
     bad = [c for c in colls if c not in COLLECTIVES]
     if bad or not colls:
         raise ValueError(f"--colls={text!r}: unknown {', '.join(bad) or '(empty list)'}; "
-                         f"choose a comma list of {', '.join(COLLECTIVES)}")
+                         f"choose all or a comma list of {', '.join(COLLECTIVES)}")
     return list(dict.fromkeys(colls))
 
 
@@ -158,133 +217,37 @@ def describe_run(comm: Any, **settings: Any) -> dict[str, Any]:
         "python": platform.python_version(),
         "pymcoll": pymcoll.__version__,
         "commit": pymcoll.COMMIT,
-        "type": TYPE_NAME,
+        "type": "float32",
         "reference": "mpi4py (the wrapped communicator's own collective)",
-        "method": ("per size: probe, warm-up, then alternating blocks pymcoll, mpi4py, ...; "
-                   "a new value in the send buffer before each call (untimed), each call timed; "
-                   "Barrier before each block; time per call = max over ranks of block time / iters; "
-                   "median and min over blocks; one verified call per implementation and size"),
+        "method": ("per size: probe, warm-up, then alternating blocks pymcoll, reference, ...; "
+                   "a new value in every send block before each call (untimed), each call timed; "
+                   "Barrier before each block; per block, time per call = max over ranks of block "
+                   "time / iters (median_us, min_us, max_us over blocks); per rank, mean time per call "
+                   "over all its timed calls (osu_avg_us, osu_min_us, osu_max_us over ranks); "
+                   "one verified call per implementation and size"),
         "command": [sys.executable, *sys.argv],
     }
     header.update(settings)
     return header
 
 
-def format_header(header: dict[str, Any]) -> str:
-    """The '#' lines printed above the tables."""
-    node = f"virtual nodes of {header['node_size']}" if header.get("node_size") else "real nodes"
-    lines = [
-        f"# pymcoll bench  {header['date']}",
-        f"# ranks {header['ranks']} on {len(header['hosts'])} host(s), {header['nodes']} node(s) ({node}), "
-        f"{header['lanes']} lane(s); cores {header['cores']}; "
-        f"oversubscribed {'yes' if header['oversubscribed'] else 'no'}; load average at start "
-        f"{'/'.join(str(x) for x in header['loadavg']) if header.get('loadavg') else 'unknown'}",
-        f"# MPI {' '.join(header['mpi'].split())} (standard {header['mpi_standard']}), "
-        f"mpi4py {header['mpi4py']}, "
-        f"numpy {header['numpy']}, Python {header['python']}",
-        f"# pymcoll {header['pymcoll']} commit {header['commit']}; node segment "
-        f"{'in use' if header['shm_active'] else 'not used: ' + (header['note'] or 'off')}",
-    ]
-    if "blocks" in header:
-        lines.append(f"# timing: {header['blocks']} blocks per implementation, iterations per block "
-                     f"{'fixed at ' + str(header['iters']) if header.get('iters') else 'scaled with size'}, "
-                     f"type {header['type']}; times in microseconds per call, max over ranks")
-    return "\n".join(lines)
+RECORD_KEYS: dict[str, str] = {
+    "size": "bytes of the call's largest buffer (nccl-tests); size_meaning per collective",
+    "count": "elements of one rank's block (the count argument)",
+    "iters": "calls per timed block", "blocks": "timed blocks per implementation",
+    "median_us": "median over blocks of the slowest rank's time per call (the table's time)",
+    "min_us": "least over blocks of the slowest rank's time per call",
+    "max_us": "most over blocks of the slowest rank's time per call",
+    "block_us": "the slowest rank's time per call in every block",
+    "osu_avg_us": "each rank's mean time per call over its timed calls, averaged over ranks (OSU)",
+    "osu_min_us": "least over ranks of that mean (OSU)", "osu_max_us": "most over ranks of that mean (OSU)",
+    "algbw_GBps": "size / median time, 1 GB = 1e9 B", "busbw_GBps": "algbw_GBps x busbw_factor",
+    "wrong": "elements that differed from numpy's result in the verified call, summed over ranks",
+    "vs_ref": "pymcoll median / reference median at the same size (< 1: pymcoll is faster)",
+}
 
 
 # -- measuring --------------------------------------------------------------------
-
-def _pattern(count: int, seed: int) -> np.ndarray:
-    """Bytes in 0..250 that depend on position and seed (never POISON)."""
-    return ((np.arange(count, dtype=np.int64) * 7 + seed) % 251).astype(DTYPE)
-
-
-@dataclass
-class _Case:
-    """One collective at one size: the two calls, the stamp and the check."""
-
-    size: int  # bytes each rank ends with (nccl-tests' size)
-    count: int  # elements each rank sends
-    root: Optional[int]
-    calls: dict[str, Callable[[], None]]
-    stamp: Callable[[], None]
-    verify: Callable[[Callable[[], None], int], int]  # (call, seed) -> wrong elements here
-    type_name: str = TYPE_NAME
-
-
-def _make_case(comm: Any, coll: str, size: int, root: int) -> Optional[_Case]:
-    mpi = comm.mpi
-    n = comm.size
-    rank = comm.rank
-    counter = [0]
-
-    def stamper(buf: np.ndarray) -> Callable[[], None]:
-        view = buf[::STAMP_STRIDE]
-
-        def stamp() -> None:
-            counter[0] += 1
-            view[:] = 1 + counter[0] % 250
-        return stamp
-
-    if coll == "barrier":
-        def verify_barrier(call: Callable[[], None], seed: int) -> int:
-            call()
-            return 0
-        return _Case(0, 0, None, {"pymcoll": comm.Barrier, "mpi4py": mpi.Barrier},
-                     lambda: None, verify_barrier)
-
-    if coll == "bcast":
-        buf = np.zeros(size, DTYPE)
-        is_root = rank == root
-
-        def verify_bcast(call: Callable[[], None], seed: int) -> int:
-            expected = _pattern(size, seed)
-            buf[:] = expected if is_root else POISON
-            call()
-            return int(np.count_nonzero(buf != expected))
-        return _Case(size, size, root,
-                     {"pymcoll": lambda: comm.Bcast(buf, root), "mpi4py": lambda: mpi.Bcast(buf, root)},
-                     stamper(buf) if is_root else (lambda: None), verify_bcast)
-
-    if coll == "allgather":
-        count = size // n
-        if count == 0:
-            return None
-        send = np.zeros(count, DTYPE)
-        recv = np.zeros(count * n, DTYPE)
-
-        def verify_allgather(call: Callable[[], None], seed: int) -> int:
-            send[:] = _pattern(count, seed + 13 * rank)
-            recv[:] = POISON
-            call()
-            expected = np.concatenate([_pattern(count, seed + 13 * r) for r in range(n)])
-            return int(np.count_nonzero(recv != expected))
-        return _Case(count * n, count, None,
-                     {"pymcoll": lambda: comm.Allgather(send, recv),
-                      "mpi4py": lambda: mpi.Allgather(send, recv)},
-                     stamper(send), verify_allgather)
-
-    if coll == "allreduce":
-        count = size // 4
-        if count == 0:
-            return None
-        send = np.zeros(count, np.float32)
-        recv = np.zeros(count, np.float32)
-
-        def verify_allreduce(call: Callable[[], None], seed: int) -> int:
-            # Small integers: the float32 sum is exact in any order.
-            send[:] = _pattern(count, seed + 13 * rank)
-            recv[:] = -1.0
-            call()
-            expected = sum(_pattern(count, seed + 13 * r).astype(np.float32) for r in range(n))
-            return int(np.count_nonzero(recv != expected))
-        return _Case(count * 4, count, None,
-                     {"pymcoll": lambda: comm.Allreduce(send, recv),
-                      "mpi4py": lambda: mpi.Allreduce(send, recv)},
-                     stamper(send), verify_allreduce, "float32")
-
-    raise ValueError(f"coll={coll!r}: expected one of {', '.join(COLLECTIVES)}")
-
 
 def _timed(call: Callable[[], None], stamp: Callable[[], None], count: int) -> float:
     """Seconds spent inside `count` calls, each after a new stamp (not timed)."""
@@ -298,35 +261,47 @@ def _timed(call: Callable[[], None], stamp: Callable[[], None], count: int) -> f
     return total
 
 
+def missing_methods(comm: Any, colls: Sequence[str]) -> list[str]:
+    """mpi4py method names of `colls` that the class of `comm` does not define.
+
+    pymcoll.Comm forwards what it lacks to the wrapped communicator, so an older build
+    without a method would silently time the MPI against itself.
+    """
+    return [METHODS[c] for c in colls if getattr(type(comm), METHODS[c], None) is None]
+
+
 def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optional[int] = None,
                      warmup: Optional[int] = None, blocks: int = 10, root: int = 0,
+                     dtype: Any = np.float32, op: str = "sum", reference: bool = True,
                      target_block_s: float = TARGET_BLOCK_S,
                      progress: Optional[Callable[[str, int, int, int], None]] = None,
+                     starting: Optional[Callable[[str, int], None]] = None,
                      ) -> list[dict[str, Any]]:
-    """Measure `coll` on pymcoll.Comm `comm` against ``comm.mpi`` at every size in `sizes`.
+    """Measure `coll` on pymcoll.Comm `comm` (against ``comm.mpi`` when `reference`) at `sizes`.
 
     Collective over `comm`: every rank calls it with the same arguments and
     gets the same records back. Args:
-        coll: 'bcast', 'allgather' or 'barrier' (which ignores `sizes`: one size, 0).
-        sizes: bytes each rank ends with (Allgather: the whole receive buffer;
-            sizes below the rank count are skipped, others rounded down to a
-            multiple of it).
+        coll: one of COLLECTIVES; 'barrier' ignores `sizes` (one size, 0).
+        sizes: nccl-tests sizes in bytes (bench_cases.planned_sizes: rounded down to
+            whole blocks, those without one element per block skipped).
         iters: calls per block; default min(default_iters(size), the calls
             that fit in `target_block_s` at the speed seen in the warm-up).
         warmup: untimed calls per implementation before the blocks (default:
             default_warmup(iters), fewer when two probe calls show that they
             would take longer than `target_block_s`).
         blocks: timed blocks per implementation, alternating pymcoll, mpi4py.
-        root: the root of Bcast.
+        root: the root of the rooted collectives.
+        dtype, op: element type of every buffer; 'sum', 'prod', 'max' or 'min' for reductions.
+        reference: also time the wrapped communicator's collective ('mpi4py').
         progress: called on every rank as progress(coll, size, index, total)
             after each size.
+        starting: called on every rank as starting(coll, size) before each size.
 
     Returns one dict per size and implementation (``impl`` 'pymcoll' or
-    'mpi4py'): size, count, type, root, ranks, iters, warmup, blocks,
-    block_us (time per call of every block), median_us, min_us, max_us,
-    algbw_GBps, busbw_GBps (from the median), wrong (elements that differed in
-    the verified call, summed over ranks) and, on the pymcoll record, vs_ref
-    (pymcoll median / mpi4py median).
+    'mpi4py'): coll, impl, size, count, type, redop, root, ranks, iters, warmup,
+    blocks, block_us, median_us, min_us, max_us, osu_avg_us, osu_min_us, osu_max_us,
+    busbw_factor, algbw_GBps, busbw_GBps (from the median), wrong and, on the pymcoll
+    record, vs_ref (None without a reference); see RECORD_KEYS.
     """
     from mpi4py import MPI
 
@@ -343,38 +318,49 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
 
     mpi = comm.mpi
     ranks = comm.size
-    todo = [0] if coll == "barrier" else list(sizes)
+    dtype = np.dtype(dtype)
+    impls = IMPLS if reference else IMPLS[:1]
+    targets = {"pymcoll": comm, "mpi4py": mpi}
+    targets = {i: targets[i] for i in impls}
+    todo = planned_sizes(coll, sizes, ranks, dtype.itemsize)
+    factor = busbw_factor(coll, ranks)
     records: list[dict[str, Any]] = []
     for index, size in enumerate(todo):
-        case = _make_case(comm, coll, size, root)
-        if case is None:
-            if progress:
-                progress(coll, size, index, len(todo))
-            continue
+        if starting:
+            starting(coll, size)
+        case = make_case(comm, coll, size, root=root, dtype=dtype, op=op, targets=targets)
+        assert case is not None and case.size == size, (coll, size)  # planned_sizes made it fit
         # Two probe calls bound the warm-up on a slow (oversubscribed) machine;
         # the warm-up, timed, then sizes the blocks. Ranks agree via MPI_MAX.
         cap = default_iters(case.size)
-        probe = max(_timed(case.calls[impl], case.stamp, 2) / 2 for impl in IMPLS)
+        probe = max(_timed(case.calls[impl], case.stamp, 2) / 2 for impl in impls)
         probe = mpi.allreduce(probe, op=MPI.MAX)
         if warmup is None:
             n_warm = max(2, min(default_warmup(iters or cap), int(target_block_s / max(probe, 1e-9))))
         else:
             n_warm = warmup
-        warm = [_timed(case.calls[impl], case.stamp, n_warm) / max(n_warm, 1) for impl in IMPLS]
+        warm = [_timed(case.calls[impl], case.stamp, n_warm) / max(n_warm, 1) for impl in impls]
         per_call = mpi.allreduce(max(warm) if n_warm else probe, op=MPI.MAX)
         n_iters = iters or max(MIN_ITERS, min(cap, int(target_block_s / max(per_call, 1e-9))))
-        times = np.zeros((len(IMPLS), blocks))
+        times = np.zeros((len(impls), blocks))
         for b in range(blocks):
-            for j, impl in enumerate(IMPLS):
+            for j, impl in enumerate(impls):
                 mpi.Barrier()
                 times[j, b] = _timed(case.calls[impl], case.stamp, n_iters)
+        # OSU's view: this rank's mean over all its timed calls, then least/mean/most over ranks.
+        mine = times.sum(axis=1) / (blocks * n_iters) * 1e6
+        osu_min, osu_max, osu_sum = np.empty_like(mine), np.empty_like(mine), np.empty_like(mine)
+        mpi.Allreduce(mine, osu_min, op=MPI.MIN)
+        mpi.Allreduce(mine, osu_max, op=MPI.MAX)
+        mpi.Allreduce(mine, osu_sum, op=MPI.SUM)
+        # nccl-tests' and MEASURE.md's view: a block is as slow as its slowest rank.
         mpi.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
         per_call_us = times / n_iters * 1e6
         wrong = np.array([case.verify(case.calls[impl], 17 * index + 5 * j)
-                          for j, impl in enumerate(IMPLS)], dtype=np.int64)
+                          for j, impl in enumerate(impls)], dtype=np.int64)
         mpi.Allreduce(MPI.IN_PLACE, wrong, op=MPI.SUM)
         medians = np.median(per_call_us, axis=1)
-        for j, impl in enumerate(IMPLS):
+        for j, impl in enumerate(impls):
             med = float(medians[j])
             algbw = case.size / (med * 1e-6) / 1e9 if med > 0 else 0.0
             records.append({
@@ -383,7 +369,8 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                 "impl": impl,
                 "size": case.size,
                 "count": case.count,
-                "type": case.type_name if coll != "barrier" else None,
+                "type": case.type_name,
+                "redop": case.redop,
                 "root": case.root,
                 "ranks": ranks,
                 "iters": n_iters,
@@ -393,10 +380,15 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                 "median_us": med,
                 "min_us": float(per_call_us[j].min()),
                 "max_us": float(per_call_us[j].max()),
+                "osu_avg_us": float(osu_sum[j] / ranks),
+                "osu_min_us": float(osu_min[j]),
+                "osu_max_us": float(osu_max[j]),
+                "busbw_factor": factor,
                 "algbw_GBps": algbw,
-                "busbw_GBps": algbw * busbw_factor(coll, ranks),
+                "busbw_GBps": algbw * factor,
                 "wrong": int(wrong[j]),
-                "vs_ref": float(medians[0] / medians[1]) if impl == "pymcoll" and medians[1] > 0 else None,
+                "vs_ref": (float(medians[0] / medians[1])
+                           if impl == "pymcoll" and len(impls) > 1 and medians[1] > 0 else None),
             })
         if progress:
             progress(coll, size, index, len(todo))
@@ -412,72 +404,7 @@ def run_benchmark(comm: Any, colls: Sequence[str], sizes: Sequence[int],
     return records
 
 
-# -- reporting --------------------------------------------------------------------
-
-def paired_rows(records: Sequence[dict[str, Any]], coll: str) -> list[dict[str, Any]]:
-    """Table rows of `coll`: one per size, joining the pymcoll and mpi4py records."""
-    by_size: dict[int, dict[str, dict[str, Any]]] = {}
-    for r in records:
-        if r.get("kind") == "result" and r["coll"] == coll:
-            by_size.setdefault(r["size"], {})[r["impl"]] = r
-    rows = []
-    for size in sorted(by_size):
-        pair = by_size[size]
-        if "pymcoll" not in pair or "mpi4py" not in pair:
-            continue
-        p, m = pair["pymcoll"], pair["mpi4py"]
-        rows.append({
-            "size": size, "count": p["count"], "type": p["type"], "root": p["root"],
-            "pymcoll_us": p["median_us"], "mpi_us": m["median_us"],
-            "min_pymcoll_us": p["min_us"], "min_mpi_us": m["min_us"],
-            "algbw_GBps": p["algbw_GBps"], "busbw_GBps": p["busbw_GBps"],
-            "vs_ref": p["vs_ref"], "wrong": p["wrong"] + m["wrong"], "iters": p["iters"],
-        })
-    return rows
-
-
-COLUMNS = ("size", "count", "type", "root", "pymcoll(us)", "mpi(us)", "min_pymcoll", "min_mpi",
-           "algbw(GB/s)", "busbw(GB/s)", "vs_ref", "#wrong", "iters")
-
-
-def format_table(records: Sequence[dict[str, Any]], coll: str) -> str:
-    """The nccl-tests/OSU style table of `coll` (see the module docstring for the columns)."""
-    rows = paired_rows(records, coll)
-    blocks = next((r["blocks"] for r in records if r.get("coll") == coll and "blocks" in r), 0)
-    cells = []
-    for r in rows:
-        bw = coll != "barrier"
-        cells.append((
-            str(r["size"]), str(r["count"]), r["type"] or "-",
-            "-" if r["root"] is None else str(r["root"]),
-            f"{r['pymcoll_us']:.2f}", f"{r['mpi_us']:.2f}",
-            f"{r['min_pymcoll_us']:.2f}", f"{r['min_mpi_us']:.2f}",
-            f"{r['algbw_GBps']:.3f}" if bw else "-", f"{r['busbw_GBps']:.3f}" if bw else "-",
-            f"{r['vs_ref']:.2f}" if r["vs_ref"] is not None else "-",
-            str(r["wrong"]), str(r["iters"]),
-        ))
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c)
-              for i, c in enumerate(COLUMNS)]
-    widths[0] += 1  # room for the '#' that starts the column line
-    title = (f"# {TITLES[coll]}: median / min over {blocks} blocks per implementation; "
-             f"vs_ref = pymcoll / mpi median (< 1 is faster)")
-    lines = [title, "#" + "  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths))[1:]]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-    if not cells:
-        lines.append("# (no sizes measured)")
-    return "\n".join(lines)
-
-
-def write_json(path: str, header: dict[str, Any], records: Sequence[dict[str, Any]]) -> None:
-    """Write [header, *records] as JSON to `path` (atomically, via path + '.tmp')."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump([header, *records], f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
+# -- progress ---------------------------------------------------------------------
 
 def progress_printer(prefix: str, after_s: float = 2.0) -> Callable[[str, int, int, int], None]:
     """A progress callback that prints to stderr on rank 0 once a run has lasted `after_s`."""
@@ -494,67 +421,136 @@ def progress_printer(prefix: str, after_s: float = 2.0) -> Callable[[str, int, i
     return report
 
 
+def step_printer(prefix: str, total: int, rank: int, enabled: bool = True) -> Callable[[str, int], None]:
+    """A `starting` callback: 'prefix: allreduce 4096 B (12/40), 3.1 s' on stderr, rank 0 only.
+
+    Printed before each measurement, so a stalled run shows what it is stuck in.
+    """
+    start = time.monotonic()
+    done = [0]
+
+    def report(coll: str, size: int) -> None:
+        done[0] += 1
+        if rank == 0 and enabled:
+            what = coll if coll == "barrier" else f"{coll} {size} B"
+            print(f"{prefix}: {what} ({done[0]}/{total}), {time.monotonic() - start:.1f} s",
+                  file=sys.stderr, flush=True)
+    return report
+
+
 # -- the command ------------------------------------------------------------------
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``python -m pymcoll bench``."""
-    parser.add_argument("--colls", default="bcast,allgather,barrier",
-                        help="comma list of collectives: bcast, allgather, barrier (default: all)")
-    parser.add_argument("--min-bytes", default="8", help="smallest size, a power of two (default 8)")
-    parser.add_argument("--max-bytes", default="1M",
-                        help="largest size, a power of two; K/M suffixes (default 1M)")
-    parser.add_argument("--iters", type=int, default=None,
-                        help="calls per timed block (default: scales down with size, "
-                             f"a block lasting about {TARGET_BLOCK_S * 1000:g} ms)")
-    parser.add_argument("--warmup", type=int, default=None,
-                        help="untimed calls per implementation and size (default: a tenth of a block)")
-    parser.add_argument("--blocks", type=int, default=10,
-                        help="timed blocks per implementation and size (default 10)")
-    parser.add_argument("--root", type=int, default=0, help="root rank of Bcast (default 0)")
-    parser.add_argument("--node-size", type=int, default=None,
-                        help="group consecutive ranks into virtual nodes of this size "
-                             "(default: PYMCOLL_NODE_SIZE, else real nodes)")
-    parser.add_argument("--json", metavar="PATH", default=None,
-                        help="also write the header and one record per size and implementation here")
-    parser.add_argument("--np", type=int, default=None,
-                        help=f"ranks to start when not run under mpiexec (default {default_np()}: "
-                             "min(CPUs, 4), at least 2)")
-    parser.add_argument("--mpiexec", default=None,
+    what = parser.add_argument_group("what to measure")
+    what.add_argument("--colls", default=DEFAULT_COLLS,
+                      help=f"comma list of collectives, or all (default {DEFAULT_COLLS}); "
+                           f"choices: {', '.join(COLLECTIVES)}")
+    what.add_argument("-m", "--message-sizes", metavar="MIN:MAX", default=None,
+                      help=f"sizes doubling from MIN to MAX, or one size (e.g. 8:16M, 1K, :64K); "
+                           f"K/M/G suffixes (default {DEFAULT_MIN}:{DEFAULT_MAX})")
+    what.add_argument("--min-bytes", default=None,
+                      help=f"smallest size, a power of two (default {DEFAULT_MIN}); or use -m")
+    what.add_argument("--max-bytes", default=None,
+                      help=f"largest size, a power of two; K/M suffixes (default {DEFAULT_MAX}); or use -m")
+    what.add_argument("--dtype", default="float32", type=str.lower, choices=DTYPES,
+                      help="element type of every buffer (default float32)")
+    what.add_argument("--op", default="sum", type=str.lower, choices=OPS,
+                      help="reduction of reduce, allreduce, reduce_scatter(_block), scan, exscan "
+                           "(default sum)")
+    what.add_argument("--root", type=int, default=0,
+                      help="root rank of bcast, gather(v), scatter(v), reduce (default 0)")
+    what.add_argument("--vs", default="mpi", type=str.lower, choices=VS_CHOICES,
+                      help="reference run side by side: mpi, the MPI's own collective through mpi4py "
+                           "(default), or none (pymcoll alone, no vs_ref column)")
+    what.add_argument("--node-size", type=int, default=None,
+                      help="group consecutive ranks into virtual nodes of this size "
+                           "(default: PYMCOLL_NODE_SIZE, else real nodes)")
+    how = parser.add_argument_group("how long")
+    how.add_argument("-i", "--iters", type=int, default=None,
+                     help="calls per timed block (default: as many as fit in about "
+                          f"{TARGET_BLOCK_S * 1000:g} ms, at most 2000, fewer for large sizes)")
+    how.add_argument("-w", "--warmup", type=int, default=None,
+                     help="untimed calls per implementation and size (default: a tenth of a block)")
+    how.add_argument("--blocks", type=int, default=10,
+                     help="timed blocks per implementation and size (default 10)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", metavar="FILE", default=None,
+                     help="also write the header and one record per size and implementation here")
+    out.add_argument("--plot", metavar="FILE.png", default=None,
+                     help="also draw latency and bus bandwidth against size here (needs matplotlib)")
+    out.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    launch = parser.add_argument_group("launch")
+    launch.add_argument("-n", "--np", type=int, default=None,
+                        help=f"ranks to start when not run under mpiexec (default {one_rank_per_core()} here: "
+                             "one per core, at least 2)")
+    launch.add_argument("--mpiexec", default=None,
                         help="mpiexec to start the ranks with (default: next to this Python, else PATH)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+    launch.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds before a self-started job is stopped (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
 
 
 def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
-    """Validate the parsed options; returns (collectives, sizes). ValueError names the option."""
+    """Validate the parsed options; returns (collectives, sizes). ValueError names the option.
+
+    Also accepts the namespaces of perf/ scripts, which lack the newer options.
+    """
     colls = parse_colls(args.colls)
-    sizes = power_of_two_sizes(parse_size(args.min_bytes, "--min-bytes"),
-                               parse_size(args.max_bytes, "--max-bytes"))
+    message_sizes = getattr(args, "message_sizes", None)
+    min_bytes, max_bytes = getattr(args, "min_bytes", None), getattr(args, "max_bytes", None)
+    if message_sizes is not None:
+        if min_bytes is not None or max_bytes is not None:
+            given = "--min-bytes" if min_bytes is not None else "--max-bytes"
+            raise ValueError(f"-m/--message-sizes and {given} both give sizes; use one of them")
+        sizes = doubling_sizes(*parse_message_sizes(message_sizes))
+    else:
+        sizes = power_of_two_sizes(parse_size(min_bytes or DEFAULT_MIN, "--min-bytes"),
+                                   parse_size(max_bytes or DEFAULT_MAX, "--max-bytes"))
     for name in ("iters", "blocks", "np", "node_size"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')}={value}: expected an integer >= 1")
-    if args.warmup is not None and args.warmup < 0:
+    if getattr(args, "warmup", None) is not None and args.warmup < 0:
         raise ValueError(f"--warmup={args.warmup}: expected an integer >= 0")
-    if args.root < 0:
+    if getattr(args, "root", 0) < 0:
         raise ValueError(f"--root={args.root}: expected a rank >= 0")
+    for option in ("json", "plot"):
+        path = getattr(args, option, None)
+        if path is not None and (not str(path).strip() or os.path.isdir(path)):
+            raise ValueError(f"--{option}={path!r}: expected a file name, e.g. --{option} "
+                             f"bench.{'json' if option == 'json' else 'png'}")
+    if getattr(args, "timeout", 1.0) <= 0:
+        raise ValueError(f"--timeout={args.timeout:g}: expected seconds > 0")
     return colls, sizes
+
+
+def _fail(rank: int, message: str) -> int:
+    """Print `message` on rank 0 (every rank reaches the same verdict) and return 2."""
+    if rank == 0:
+        print(f"pymcoll bench: {message}", file=sys.stderr, flush=True)
+    return 2
 
 
 def run(args: argparse.Namespace) -> int:
     """``python -m pymcoll bench``: returns 0, 1 if a result was wrong, 2 on bad options."""
     try:
         colls, sizes = check_arguments(args)
-    except ValueError as exc:
+        if args.plot:
+            from .bench_plot import check_matplotlib
+
+            check_matplotlib()  # before the run, not after minutes of measuring
+    except (ValueError, RuntimeError) as exc:
         print(f"pymcoll bench: {exc}", file=sys.stderr)
         return 2
     if not args.launched and not is_launched():
         argv = list(getattr(args, "_argv", None) or sys.argv[1:])
         program = python_command("pymcoll", *argv, "--launched")
         try:
-            return run_under_mpiexec(args.np or default_np(), program, timeout=args.timeout,
-                                     mpiexec=args.mpiexec)
+            return run_under_mpiexec(args.np or one_rank_per_core(), program, timeout=args.timeout,
+                                     mpiexec=args.mpiexec,
+                                     hint="or measure fewer sizes (-m), collectives (--colls) or "
+                                          "iterations (-i, --blocks)")
         except (FileNotFoundError, ValueError) as exc:
             print(f"pymcoll bench: {exc}", file=sys.stderr)
             return 2
@@ -565,36 +561,69 @@ def run(args: argparse.Namespace) -> int:
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
-    if args.np is not None and args.np != world.Get_size() and rank == 0:
-        print(f"pymcoll bench: --np={args.np} ignored: mpiexec started {world.Get_size()} ranks",
+    ranks = world.Get_size()
+    if args.np is not None and args.np != ranks and rank == 0:
+        print(f"pymcoll bench: -n/--np={args.np} ignored: mpiexec started {ranks} ranks",
               file=sys.stderr)
-    if args.root >= world.Get_size():
-        if rank == 0:
-            print(f"pymcoll bench: --root={args.root} is not a rank of the {world.Get_size()} started; "
-                  f"use 0..{world.Get_size() - 1}", file=sys.stderr)
-        return 2
+    if args.root >= ranks:
+        return _fail(rank, f"--root={args.root} is not a rank of the {ranks} started; use 0..{ranks - 1}")
+    dtype = np.dtype(args.dtype)
+    try:
+        mpi_type(dtype)
+    except ValueError as exc:
+        return _fail(rank, str(exc))
+    reference = args.vs != "none"
     comm = pymcoll.Comm(world, node_size=args.node_size)
     try:
-        header = describe_run(comm, tool="python -m pymcoll bench", colls=colls, sizes=sizes,
-                              iters=args.iters, warmup=args.warmup, blocks=args.blocks, root=args.root)
+        missing = missing_methods(comm, colls)
+        if missing:
+            return _fail(rank, f"this pymcoll.Comm does not define {', '.join(missing)}; reinstall "
+                               f"pymcoll or leave them out of --colls")
+        header = describe_run(
+            comm, tool=TOOL, colls=colls, sizes=sizes, iters=args.iters, warmup=args.warmup,
+            blocks=args.blocks, root=args.root, type=dtype.name,
+            op=args.op if REDUCTIONS & set(colls) else None, vs=args.vs,
+            reference=(f"{pymcoll.RUNTIME_MPI.split(chr(10))[0].strip()} through mpi4py "
+                       f"(the wrapped communicator's own collective)" if reference else None),
+            rooted=sorted(ROOTED & set(colls)), size_meaning={c: SIZE_MEANING[c] for c in colls},
+            record_keys=RECORD_KEYS)
         if rank == 0:
             print(format_header(header), flush=True)
-        progress = progress_printer("pymcoll bench")
+        total = sum(len(planned_sizes(c, sizes, ranks, dtype.itemsize)) for c in colls)
+        starting = step_printer("pymcoll bench", total, rank, enabled=not args.quiet)
         records: list[dict[str, Any]] = []
         for coll in colls:
             recs = bench_collective(comm, coll, sizes, iters=args.iters, warmup=args.warmup,
-                                    blocks=args.blocks, root=args.root, progress=progress)
+                                    blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
+                                    reference=reference, starting=starting)
             records += recs
             if rank == 0:
-                print("\n" + format_table(recs, coll), flush=True)
-        wrong = sum(r["wrong"] for r in records)
-        if rank == 0:
-            if args.json:
-                write_json(args.json, header, records)
-                print(f"\n# wrote {args.json}")
-            if wrong:
-                print(f"pymcoll bench: {wrong} wrong elements in verified calls (see #wrong)",
-                      file=sys.stderr)
-        return 1 if wrong else 0
+                print("\n" + format_table(recs, coll, header), flush=True)
     finally:
         comm.Free()
+    if rank != 0:
+        return 0
+    status = 0
+    if args.json:
+        try:
+            write_json(args.json, header, records)
+            print(f"\n# wrote {args.json}", flush=True)
+        except OSError as exc:
+            print(f"pymcoll bench: --json={args.json!r}: cannot write it ({exc}); choose another path",
+                  file=sys.stderr)
+            status = 2
+    if args.plot:
+        from .bench_plot import plot
+
+        try:
+            plot(header, records, args.plot)
+            print(f"# wrote {args.plot}", flush=True)
+        except (OSError, ValueError, RuntimeError) as exc:
+            print(f"pymcoll bench: --plot={args.plot!r}: cannot draw it ({exc}); choose another path "
+                  f"(e.g. out.png)", file=sys.stderr)
+            status = 2
+    wrong = sum(r["wrong"] for r in records)
+    if wrong:
+        print(f"pymcoll bench: {wrong} wrong elements in verified calls (see #wrong)", file=sys.stderr)
+        return 1
+    return status

@@ -23,6 +23,11 @@ def default_np() -> int:
     return max(2, min(os.cpu_count() or 2, 4))
 
 
+def one_rank_per_core() -> int:
+    """Ranks of a benchmark started without mpiexec: one per online CPU, at least 2."""
+    return max(2, os.cpu_count() or 2)
+
+
 def python_command(module: str, *args: str) -> list[str]:
     """``python -P -m module args``: -P (Python 3.11+) keeps a checkout's
     pymcoll/ folder in the working directory from shadowing the installed package."""
