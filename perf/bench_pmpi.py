@@ -81,7 +81,7 @@ def mpi_flavor() -> str:
 def mpi_version() -> str:
     from mpi4py import MPI
 
-    return MPI.Get_library_version().splitlines()[0].strip()
+    return " ".join(MPI.Get_library_version().splitlines()[0].replace("Version:", "").split())
 
 
 def build(workdir: Path) -> Path:
