@@ -102,6 +102,10 @@ typedef struct pmpi_type {
 
 /* 0 on success; nonzero for a datatype MPI rejects (MPI then reports it). */
 int pmpi_type_of(MPI_Datatype type, pmpi_type *out);
+/* (pmpi_state.c) Checks common to the rooted collectives: the root in range, MPI_IN_PLACE
+ * on the root only, and (unless in place) this rank's own side of `count`
+ * elements of `type` (its datatype described into *t). Nonzero: erroneous. */
+int pmpi_rooted_bad(const pmpi_comm *s, int root, int in_place, MPI_Count count, MPI_Datatype type, pmpi_type *t);
 /* The core's element type for a reduction on `type` with `op`, or -1. */
 int pmpi_reduce_dtype(MPI_Datatype type, int op);
 /* The core's op for a predefined MPI op, or -1 (user-defined and others). */

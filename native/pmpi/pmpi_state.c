@@ -55,6 +55,12 @@ pmpi_comm *pmpi_settle(pmpi_comm *s, int route, int bad, int coll, int large)
     return s;
 }
 
+int pmpi_rooted_bad(const pmpi_comm *s, int root, int in_place, MPI_Count count, MPI_Datatype type, pmpi_type *t)
+{
+    if (root < 0 || root >= s->size || (in_place && s->rank != root)) return 1;
+    return !in_place && (count < 0 || pmpi_type_of(type, t));
+}
+
 /* Frees what a state holds; the core's communicator first (its own MPI
  * communicators are freed with it). */
 static void state_release(pmpi_comm *s)

@@ -40,8 +40,8 @@ static int bcast(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Co
     return pmpi_status(s, PMC_COLL_BCAST, large, rc);
 }
 
-/* The rooted and all-to-all forms share one shape: a send side of `sn`
- * elements, a receive side of `rn`, bytes per rank pair `bytes`. */
+/* One side of a rooted or all-to-all call: the caller's buffer of `elems`
+ * elements of a datatype. */
 typedef struct side {
     pmpi_type t;
     const void *buf;
@@ -73,10 +73,8 @@ static int gather(const void *sbuf, MPI_Count scount, MPI_Datatype stype, void *
     const int in_place = sbuf == MPI_IN_PLACE;
     int bad = 0;
     if (s != NULL) {
-        const int me = s->rank == root;
-        bad = root < 0 || root >= s->size || (in_place && !me);
-        if (!bad && !in_place) bad = scount < 0 || pmpi_type_of(stype, &snd.t);
-        if (!bad && me) bad = rcount < 0 || pmpi_type_of(rtype, &rcv.t);
+        bad = pmpi_rooted_bad(s, root, in_place, scount, stype, &snd.t);
+        if (!bad && s->rank == root) bad = rcount < 0 || pmpi_type_of(rtype, &rcv.t);
     }
     s = pmpi_settle(s, route, bad, PMC_COLL_GATHER, large);
     if (s == NULL)
@@ -100,10 +98,8 @@ static int scatter(const void *sbuf, MPI_Count scount, MPI_Datatype stype, void 
     const int in_place = rbuf == MPI_IN_PLACE;
     int bad = 0;
     if (s != NULL) {
-        const int me = s->rank == root;
-        bad = root < 0 || root >= s->size || (in_place && !me);
-        if (!bad && !in_place) bad = rcount < 0 || pmpi_type_of(rtype, &rcv.t);
-        if (!bad && me) bad = scount < 0 || pmpi_type_of(stype, &snd.t);
+        bad = pmpi_rooted_bad(s, root, in_place, rcount, rtype, &rcv.t);
+        if (!bad && s->rank == root) bad = scount < 0 || pmpi_type_of(stype, &snd.t);
     }
     s = pmpi_settle(s, route, bad, PMC_COLL_SCATTER, large);
     if (s == NULL)

@@ -34,10 +34,8 @@ static int gatherv(const void *sbuf, MPI_Count scount, MPI_Datatype stype, void 
     const int in_place = sbuf == MPI_IN_PLACE;
     int bad = 0;
     if (s != NULL) {
-        const int me = s->rank == root;
-        bad = root < 0 || root >= s->size || (in_place && !me);
-        if (!bad && !in_place) bad = scount < 0 || pmpi_type_of(stype, &st);
-        if (!bad && me) bad = rcounts == NULL || displs == NULL || pmpi_type_of(rtype, &rt) ||
+        bad = pmpi_rooted_bad(s, root, in_place, scount, stype, &st);
+        if (!bad && s->rank == root) bad = rcounts == NULL || displs == NULL || pmpi_type_of(rtype, &rt) ||
                               pmpi_any_negative(s, COUNTS(rcounts));
     }
     s = pmpi_settle(s, route, bad, PMC_COLL_GATHERV, large);
@@ -74,10 +72,8 @@ static int scatterv(const void *sbuf, const void *scounts, const void *displs, M
     const int in_place = rbuf == MPI_IN_PLACE;
     int bad = 0;
     if (s != NULL) {
-        const int me = s->rank == root;
-        bad = root < 0 || root >= s->size || (in_place && !me);
-        if (!bad && !in_place) bad = rcount < 0 || pmpi_type_of(rtype, &rt);
-        if (!bad && me) bad = scounts == NULL || displs == NULL || pmpi_type_of(stype, &st) ||
+        bad = pmpi_rooted_bad(s, root, in_place, rcount, rtype, &rt);
+        if (!bad && s->rank == root) bad = scounts == NULL || displs == NULL || pmpi_type_of(stype, &st) ||
                               pmpi_any_negative(s, COUNTS(scounts));
     }
     s = pmpi_settle(s, route, bad, PMC_COLL_SCATTERV, large);
