@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pmpi.h"
 
@@ -114,6 +115,10 @@ static int setup(void)
              * with its name rather than running with a guess. */
             fprintf(stderr, "pymcoll preload: %s\n", err);
             fflush(stderr);
+            /* The launcher stops forwarding output once the abort tears
+             * the job down: give it time to pass the message on first. */
+            struct timespec pause = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
+            nanosleep(&pause, NULL);
             PMPI_Abort(MPI_COMM_WORLD, 1);
         }
         if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &pmpi_ctx.keyval, NULL) != MPI_SUCCESS) {
