@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from mpi4py import MPI
 
-from . import buffers, calls, config, elements
+from . import buffers, calls, config, elements, tracing
 from ._native import ffi, lib
 from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
 from .layout import Layout
@@ -221,6 +221,7 @@ class Comm:
         self._forget_calls()
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
+        tracing.ensure_setup()
         out = ffi.new("pmc_comm **")
         rc = lib.pmc_comm_create(comm.handle, cfg, out)
         if rc != lib.PMC_OK:
@@ -388,6 +389,11 @@ class Comm:
     def layout(self) -> Layout:
         """Nodes, local rank and lanes of this communicator."""
         return self._layout
+
+    @property
+    def trace_id(self) -> str:
+        """This communicator's name in trace dumps (the same on every member)."""
+        return ffi.string(lib.pmc_comm_trace_id(self._live_handle("trace_id"))).decode()
 
     def lane_traffic(self) -> tuple[int, int]:
         """(messages, bytes) this rank has sent to other nodes on its lane so far.

@@ -49,6 +49,25 @@ def parse_positive_int(text: str, name: str) -> int:
     return value
 
 
+def parse_count(text: str, name: str) -> int:
+    """Parse an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not an integer") from None
+    if value < 0:
+        raise ValueError(f"{name}={text!r} must be >= 0")
+    return value
+
+
+def parse_directory(text: str, name: str) -> str:
+    """Parse a directory path (made absolute, so that every rank names the same place)."""
+    value = text.strip()
+    if "\0" in value:
+        raise ValueError(f"{name}={text!r}: not a path")
+    return os.path.abspath(os.path.expanduser(value))
+
+
 def parse_node_layout(text: str, name: str) -> str:
     """Parse 'block' or 'cyclic'."""
     value = text.strip().lower()
@@ -232,6 +251,16 @@ OPTIONS: dict[str, Option] = {
                "Alltoall/Alltoallv across nodes: smallest mean block per rank pair (bytes) of a node "
                "pair whose blocks go straight from rank to rank; smaller ones are gathered into one "
                "message per node pair and carried by the lanes"),
+        Option("PYMCOLL_TRACE", None, parse_directory,
+               "directory for collective trace dumps: every rank writes DIR/rank<N>.json at exit, and "
+               "DIR/rank<N>.<event>.json on a timeout, SIGUSR1 or a fatal signal; read them with "
+               "`python -m pymcoll trace analyze DIR` (unset: no files; SIGUSR1 prints a summary)"),
+        Option("PYMCOLL_TRACE_RING", 1024, parse_count,
+               "trace records kept per communicator (its last N collectives; rounded up to a power of "
+               "two); 0 turns the trace off"),
+        Option("PYMCOLL_TRACE_SIGNALS", True, parse_flag,
+               "1: SIGUSR1 makes a rank dump its trace, a fatal signal dumps before the previous handler "
+               "runs, and a rank that times out sends SIGUSR1 to the local ranks it waited for"),
         Option("PYMCOLL_CMA_MIN", 16 << 10, parse_bytes,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
                "copy in/copy out"),

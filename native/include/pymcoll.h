@@ -111,6 +111,8 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/README.md, lanes switch points */
 #define PMC_DEFAULT_LANES_DIRECT_MIN (2u << 10) /* measured: perf/README.md, Alltoall across nodes */
 
+#define PMC_DEFAULT_TRACE_RING 1024u /* trace records kept per communicator */
+
 /* Fills cfg with the defaults (what zero fields mean). */
 void pmc_config_defaults(pmc_config *cfg);
 
@@ -134,6 +136,29 @@ int pmc_comm_broken(const pmc_comm *c);
 /* Messages and bytes this rank has sent to other nodes on its lane (the
  * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
+
+/* Trace identifier of the communicator: the same string on every member. */
+const char *pmc_comm_trace_id(const pmc_comm *c);
+
+/* The collective trace (process-wide). Every collective appends a record
+ * to its communicator's ring; dumps are JSON files DIR/rank<N>.json. */
+typedef struct pmc_trace_config {
+    const char *dir;          /* PYMCOLL_TRACE: where dumps go; NULL or "" = no files */
+    uint32_t ring_records;    /* records per communicator created afterwards; 0 = no trace */
+    int signals;              /* 1: dump on SIGUSR1 and fatal signals; SIGUSR1 the local ranks
+                                 a wait timed out on */
+} pmc_trace_config;
+/* Applies cfg (before or between communicator creations); creates dir.
+ * PMC_ERR_SYS when dir cannot be created or written, PMC_ERR_ARG when too long. */
+int pmc_trace_setup(const pmc_trace_config *cfg);
+/* Writes this process's rings now (reason "finalize", "request", ...);
+ * PMC_ERR_ARG without a directory, PMC_ERR_SYS when writing fails. */
+int pmc_trace_dump(const char *reason);
+/* The directory dumps go to ("" = none). */
+const char *pmc_trace_dir(void);
+/* Mean cost in ns of recording one collective (enter and end, clock reads
+ * included), timed over `iterations` on a private ring. */
+double pmc_trace_cost_ns(uint64_t iterations);
 
 /* Collectives, as numbered in pmc_args.coll, traces and error messages. */
 enum {

@@ -63,6 +63,8 @@ typedef struct pmpi_context {
     int keyval;                /* attribute key of the per-communicator state */
     pmc_config cfg;            /* the core's options from the environment */
     char shm_dir[4096];
+    pmc_trace_config trace;    /* PYMCOLL_TRACE, PYMCOLL_TRACE_RING, PYMCOLL_TRACE_SIGNALS */
+    char trace_dir[3000];
     int verbose;               /* PYMCOLL_PMPI_VERBOSE */
     pmpi_comm *states;         /* live states, released at MPI_Finalize */
     _Atomic uint64_t calls[PMPI_ENTRIES][PMPI_ROUTE_COUNT];

@@ -65,7 +65,7 @@ static int known_name(const char *name)
         "PYMCOLL_PROGRESS_THREAD", "PYMCOLL_SHM", "PYMCOLL_SHM_SIZE", "PYMCOLL_HEAP_SIZE", "PYMCOLL_SHM_DIR",
         "PYMCOLL_CHUNK_SIZE", "PYMCOLL_COPY", "PYMCOLL_INLINE_MAX", "PYMCOLL_REDUCE_FLAT_MAX",
         "PYMCOLL_LANES_SMALL_MAX", "PYMCOLL_LANES_BCAST_TREE_MAX", "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_CMA_MIN",
-        "PYMCOLL_PMPI_VERBOSE"};
+        "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
         if (strcmp(names[i], name) == 0) return 1;
     char buf[96];
@@ -145,16 +145,22 @@ static int parse_bytes(const char *name, const char *text, uint64_t *out, char *
     return 0;
 }
 
-static int parse_int(const char *name, const char *text, int *out, char *err, size_t errlen)
+/* An integer >= low. */
+static int parse_int_from(const char *name, const char *text, int low, int *out, char *err, size_t errlen)
 {
     char *end = NULL;
     errno = 0;
     const long v = strtol(text, &end, 10);
     while (end && isspace((unsigned char)*end)) ++end;
     if (end == text || *end || errno || v > 1 << 30) return fail(err, errlen, "%s='%s' is not an integer", name, text);
-    if (v < 1) return fail(err, errlen, "%s='%s' must be >= 1", name, text);
+    if (v < low) return fail(err, errlen, "%s='%s' must be >= %d", name, text, low);
     *out = (int)v;
     return 0;
+}
+
+static int parse_int(const char *name, const char *text, int *out, char *err, size_t errlen)
+{
+    return parse_int_from(name, text, 1, out, err, errlen);
 }
 
 /* Index of `text` (case-insensitive, trimmed) in `words`, or -1. */
@@ -175,6 +181,24 @@ static int parse_flag(const char *name, const char *text, int *out, char *err, s
     if (i < 0) return fail(err, errlen, "%s='%s': expected 1 or 0", name, text);
     *out = i >= 4;
     return 0;
+}
+
+/* PYMCOLL_TRACE, PYMCOLL_TRACE_RING, PYMCOLL_TRACE_SIGNALS. */
+static int read_trace(pmpi_context *ctx, const tuning *t, char *err, size_t errlen)
+{
+    const char *v;
+    int ring = (int)PMC_DEFAULT_TRACE_RING, signals = 1, rc = 0;
+    if ((v = raw(t, "PYMCOLL_TRACE")) != NULL) {
+        snprintf(ctx->trace_dir, sizeof(ctx->trace_dir), "%s", v);
+        trim(ctx->trace_dir);
+    }
+    if ((v = raw(t, "PYMCOLL_TRACE_RING")) != NULL) rc = parse_int_from("PYMCOLL_TRACE_RING", v, 0, &ring, err, errlen);
+    if (rc == 0 && (v = raw(t, "PYMCOLL_TRACE_SIGNALS")) != NULL)
+        rc = parse_flag("PYMCOLL_TRACE_SIGNALS", v, &signals, err, errlen);
+    ctx->trace.dir = ctx->trace_dir;
+    ctx->trace.ring_records = (uint32_t)ring;
+    ctx->trace.signals = signals;
+    return rc;
 }
 
 static int read_sizes(pmpi_context *ctx, const tuning *t, char *err, size_t errlen)
@@ -256,6 +280,7 @@ int pmpi_config_read(pmpi_context *ctx, char *err, size_t errlen)
     if (rc == 0 && (v = raw(t, "PYMCOLL_PMPI_VERBOSE")) != NULL) rc = parse_flag("PYMCOLL_PMPI_VERBOSE", v, &ctx->verbose, err, errlen);
     if (rc == 0) rc = read_sizes(ctx, t, err, errlen);
     if (rc == 0) rc = read_choices(ctx, t, err, errlen);
+    if (rc == 0) rc = read_trace(ctx, t, err, errlen);
     if (rc == 0 && (v = raw(t, "PYMCOLL_SHM_DIR")) != NULL) {
         snprintf(ctx->shm_dir, sizeof(ctx->shm_dir), "%s", v);
         trim(ctx->shm_dir);

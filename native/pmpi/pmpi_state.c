@@ -121,6 +121,14 @@ static int setup(void)
             nanosleep(&pause, NULL);
             PMPI_Abort(MPI_COMM_WORLD, 1);
         }
+        if (pmc_trace_setup(&pmpi_ctx.trace) != PMC_OK) {
+            fprintf(stderr, "pymcoll preload: PYMCOLL_TRACE='%s': cannot create or write that directory; "
+                    "name a writable one or unset PYMCOLL_TRACE\n", pmpi_ctx.trace.dir);
+            fflush(stderr);
+            struct timespec pause = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            PMPI_Abort(MPI_COMM_WORLD, 1);
+        }
         if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &pmpi_ctx.keyval, NULL) != MPI_SUCCESS) {
             fprintf(stderr, "pymcoll preload: MPI_Comm_create_keyval failed\n");
             PMPI_Abort(MPI_COMM_WORLD, 1);
@@ -279,6 +287,8 @@ int MPI_Finalize(void)
 {
     if (atomic_load_explicit(&pmpi_ctx.ready, memory_order_acquire)) {
         if (pmpi_ctx.verbose) report();
+        if (pmc_trace_dir()[0] != '\0' && pmc_trace_dump("finalize") != PMC_OK)
+            fprintf(stderr, "pymcoll preload: could not write the trace to PYMCOLL_TRACE='%s'\n", pmc_trace_dir());
         /* Communicators the application never freed (MPI_COMM_WORLD among
          * them): release their core state while MPI still works. */
         pthread_mutex_lock(&pmpi_ctx.lock);

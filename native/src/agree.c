@@ -22,12 +22,6 @@ static int64_t digest(const uint64_t *v, int n)
     return (int64_t)(h >> 1);
 }
 
-static int is_reduction(int coll)
-{
-    return coll == PMC_COLL_ALLREDUCE || coll == PMC_COLL_REDUCE || coll == PMC_COLL_REDUCE_SCATTER_BLOCK ||
-           coll == PMC_COLL_REDUCE_SCATTER || coll == PMC_COLL_SCAN || coll == PMC_COLL_EXSCAN;
-}
-
 /* Largest communicator whose Alltoallv counts are checked pair by pair
  * (2 size^2 integers in the exchange); above it only the collective itself
  * is compared. */
@@ -80,12 +74,11 @@ int pmc_agree_start(pmc_op *op)
     case PMC_COLL_REDUCE_SCATTER: size = digest(a->recvcounts, c->size); break;
     case PMC_COLL_GATHERV: case PMC_COLL_SCATTERV: case PMC_COLL_ALLTOALLV: break; /* per-rank counts */
     default:
-        size = (int64_t)(is_reduction(a->coll) ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count);
+        size = (int64_t)(pmc_coll_is_reduction(a->coll) ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count);
     }
-    const int rooted = a->coll == PMC_COLL_BCAST || a->coll == PMC_COLL_REDUCE || a->coll == PMC_COLL_GATHER ||
-                       a->coll == PMC_COLL_GATHERV || a->coll == PMC_COLL_SCATTER || a->coll == PMC_COLL_SCATTERV;
-    const int64_t v[NFIELDS] = {a->coll, size, is_reduction(a->coll) ? a->dtype : -1,
-                                is_reduction(a->coll) ? a->op : -1, rooted ? a->root : -1};
+    const int rooted = pmc_coll_is_rooted(a->coll);
+    const int64_t v[NFIELDS] = {a->coll, size, pmc_coll_is_reduction(a->coll) ? a->dtype : -1,
+                                pmc_coll_is_reduction(a->coll) ? a->op : -1, rooted ? a->root : -1};
     /* One MAX over (v, -v) gives every field's maximum and minimum. */
     for (int i = 0; i < NFIELDS; ++i) {
         op->agree[i] = v[i];

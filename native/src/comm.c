@@ -23,28 +23,59 @@ static void free_comm(MPI_Comm *m)
     *m = MPI_COMM_NULL;
 }
 
-static int build_rank_map(pmc_comm *c, int local_rank)
+/* The trace ring, named alike on every member: the world rank of rank 0
+ * and the number of communicators that process had made. */
+static int setup_trace(pmc_comm *c, const int *world_ranks, uint32_t number0)
 {
-    int mine[2] = {c->node, local_rank};
-    int *all = malloc(sizeof(int) * 2u * (size_t)c->size);
+    char id[32];
+#ifdef PMC_CALL_PMPI
+    snprintf(id, sizeof(id), "p%d.%u", world_ranks[0], number0);
+#else
+    snprintf(id, sizeof(id), "%d.%u", world_ranks[0], number0);
+#endif
+    const pmc_node *n = &c->node_ctx;
+    int *local_to_rank = malloc(sizeof(int) * (size_t)n->local_size);
+    if (local_to_rank == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for the trace");
+    for (int l = 0; l < n->local_size; ++l) local_to_rank[l] = c->members[c->member_start[c->node] + l];
+    c->trace = pmc_trace_ring_new(id, c->rank, c->size, world_ranks, c->node, c->nnodes, n->local_rank,
+                                  n->local_size, local_to_rank, &n->wait, n->seg.base ? n->seg.pids : NULL);
+    free(local_to_rank);
+    if (c->trace == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for the trace");
+    return PMC_OK;
+}
+
+/* Rank map, plus what the trace needs of every rank (its world rank, and
+ * rank 0's communicator count that names the communicator). */
+static int build_rank_map(pmc_comm *c, int local_rank, int **world_ranks, uint32_t *number0)
+{
+    int world_rank = -1, world_size = -1;
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) != MPI_SUCCESS ||
+        MPI_Comm_size(MPI_COMM_WORLD, &world_size) != MPI_SUCCESS)
+        world_rank = world_size = -1;
+    pmc_trace_process_init(world_rank, world_size);
+    int mine[4] = {c->node, local_rank, world_rank, (int)pmc_trace_next_comm_number()};
+    int *all = malloc(sizeof(int) * 4u * (size_t)c->size);
+    *world_ranks = malloc(sizeof(int) * (size_t)c->size);
     c->node_of = malloc(sizeof(int) * (size_t)c->size);
     c->local_of = malloc(sizeof(int) * (size_t)c->size);
     c->members = malloc(sizeof(int) * (size_t)c->size);
-    if (!all || !c->node_of || !c->local_of || !c->members) {
+    if (!all || !c->node_of || !c->local_of || !c->members || !*world_ranks) {
         free(all);
         return pmc_fail(c, PMC_ERR_NOMEM, "out of memory building the rank map");
     }
-    int rc = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->comm);
+    int rc = MPI_Allgather(mine, 4, MPI_INT, all, 4, MPI_INT, c->comm);
     if (rc != MPI_SUCCESS) {
         free(all);
         return pmc_mpi_fail(c, rc, "MPI_Allgather");
     }
     c->nnodes = 0;
     for (int r = 0; r < c->size; ++r) {
-        c->node_of[r] = all[2 * r];
-        c->local_of[r] = all[2 * r + 1];
+        c->node_of[r] = all[4 * r];
+        c->local_of[r] = all[4 * r + 1];
+        (*world_ranks)[r] = all[4 * r + 2];
         if (c->node_of[r] + 1 > c->nnodes) c->nnodes = c->node_of[r] + 1;
     }
+    *number0 = (uint32_t)all[3];
     free(all);
     c->vcounts = calloc(4u * (size_t)c->size, sizeof(pmc_mpi_count) > sizeof(pmc_mpi_displ)
                                                     ? sizeof(pmc_mpi_count) : sizeof(pmc_mpi_displ));
@@ -282,8 +313,13 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
         if (rc != MPI_SUCCESS) return pmc_mpi_fail(c, rc, "MPI_Comm_rank");
     }
     CHECK_MPI(c, MPI_Bcast(&c->node, 1, MPI_INT, 0, c->nodecomm));
-    int rc = build_rank_map(c, local_rank);
-    if (rc != PMC_OK) return rc;
+    int *world_ranks = NULL;
+    uint32_t number0 = 0;
+    int rc = build_rank_map(c, local_rank, &world_ranks, &number0);
+    if (rc != PMC_OK) {
+        free(world_ranks);
+        return rc;
+    }
 
     c->lanes = c->min_local;
     if (cfg->lanes > 0 && cfg->lanes < c->lanes) c->lanes = cfg->lanes;
@@ -306,13 +342,20 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);
+    n->signal_peers = pmc_trace_ctx.signals;
     n->others = malloc(sizeof(int) * (size_t)local_size);
-    if (n->others == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory");
+    if (n->others == NULL) {
+        free(world_ranks);
+        return pmc_fail(c, PMC_ERR_NOMEM, "out of memory");
+    }
     /* Start each rank's scan at its right neighbour to spread the reads. */
     for (int j = 1; j < local_size; ++j) n->others[j - 1] = (local_rank + j) % local_size;
     int rc3 = setup_segment(c, cfg, local_rank, local_size);
     if (rc3 == PMC_OK) rc3 = agree_tuning(c);
     if (rc3 == PMC_OK) rc3 = probe_cma(c);
+    if (rc3 == PMC_OK) rc3 = setup_trace(c, world_ranks, number0);
+    free(world_ranks);
+    if (rc3 == PMC_OK) pmc_trace_install_handlers();
     return rc3;
 }
 
@@ -389,6 +432,8 @@ int pmc_comm_free(pmc_comm *c)
 {
     if (c == NULL) return PMC_OK;
     pmc_ops_shutdown(c);
+    pmc_trace_ring_retire(c->trace);
+    c->trace = NULL;
     /* Memory that MPI messages or collectives left by a failed op may still
      * read or write (scratch, the segment) is kept until the process ends. */
     const int keep = c->left_in_flight > 0;
@@ -466,6 +511,7 @@ pmc_heap *pmc_comm_heap(pmc_comm *c) { return c ? c->heap : NULL; }
 
 const char *pmc_comm_errmsg(const pmc_comm *c) { return c ? c->errmsg : ""; }
 const char *pmc_comm_note(const pmc_comm *c) { return c ? c->note : ""; }
+const char *pmc_comm_trace_id(const pmc_comm *c) { return c && c->trace ? c->trace->id : ""; }
 uint64_t pmc_comm_seq(const pmc_comm *c) { return c ? c->coll_seq : 0; }
 int pmc_comm_broken(const pmc_comm *c) { return c ? c->broken : 1; }
 

@@ -9,6 +9,7 @@
 #include "node/node.h"
 #include "op.h"
 #include "pymcoll.h"
+#include "trace/trace.h"
 
 #define PMC_ERRMSG_LEN 768
 
@@ -31,6 +32,8 @@ struct pmc_comm {
     uint64_t data_bytes; /* data area per node (same on every rank, 0 without segment) */
     pmc_node node_ctx;
     uint64_t coll_seq;
+    pmc_trace_ring *trace;        /* this communicator's collective trace */
+    pmc_trace_record *trace_cur;  /* record of the op running now (data paths it takes) */
     int broken;
     int check;          /* PYMCOLL_CHECK: agree on arguments before each collective */
     uint64_t inline_max; /* tuning table (agreed at creation) */
@@ -87,9 +90,10 @@ void *pmc_scratch(pmc_comm *c, size_t bytes);
 void *pmc_scratch_outer(pmc_comm *c, size_t bytes);
 void *pmc_scratch_lane(pmc_comm *c, size_t bytes);
 
-/* Common entry of every collective start: numbers the call, refuses a
- * broken communicator and points error messages at the call. */
-int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq);
+/* Common entry of every collective start: numbers the call, records it in
+ * the trace, refuses a broken communicator and points error messages at
+ * the call. mode: PMC_TRACE_BLOCKING / NONBLOCKING / PERSISTENT. */
+int pmc_coll_enter(pmc_comm *c, pmc_op *op, int mode);
 
 /* With PYMCOLL_CHECK: every rank contributes what MPI requires all ranks to
  * agree on (collective, message size or a digest of the counts every rank
@@ -98,6 +102,18 @@ int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq);
  * they disagree, before any data moves; the communicator stays usable. */
 int pmc_agree_start(pmc_op *op);
 int pmc_agree_judge(pmc_op *op);
+
+static inline int pmc_coll_is_reduction(int coll)
+{
+    return coll == PMC_COLL_ALLREDUCE || coll == PMC_COLL_REDUCE || coll == PMC_COLL_REDUCE_SCATTER_BLOCK ||
+           coll == PMC_COLL_REDUCE_SCATTER || coll == PMC_COLL_SCAN || coll == PMC_COLL_EXSCAN;
+}
+
+static inline int pmc_coll_is_rooted(int coll)
+{
+    return coll == PMC_COLL_BCAST || coll == PMC_COLL_REDUCE || coll == PMC_COLL_GATHER ||
+           coll == PMC_COLL_GATHERV || coll == PMC_COLL_SCATTER || coll == PMC_COLL_SCATTERV;
+}
 
 /* Which way a collective runs (coll/choose.c). */
 enum { PMC_PATH_CICO = 0, PMC_PATH_INLINE, PMC_PATH_CMA };
@@ -125,8 +141,9 @@ static inline uint64_t pmc_v_extent(const uint64_t *counts, const uint64_t *disp
 /* Stops the progress thread and fails requests still queued (at Free). */
 void pmc_ops_shutdown(pmc_comm *c);
 
-/* Common exit: a failure that leaves peers out of step breaks the comm. */
-int pmc_coll_leave(pmc_comm *c, int status);
+/* Common exit: closes the op's trace record; a failure that leaves peers
+ * out of step breaks the comm. */
+int pmc_coll_leave(pmc_comm *c, pmc_op *op, int status);
 
 /* Byte counts through MPI: large-count calls where the MPI has them. */
 #if MPI_VERSION >= 4

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "coll/lanes.h"
 
 const char *pmc_strerror(int status)
 {
@@ -44,22 +45,45 @@ int pmc_mpi_fail(pmc_comm *c, int mpi_rc, const char *call)
                     (unsigned long long)c->coll_seq, msg);
 }
 
-int pmc_coll_enter(pmc_comm *c, const char *name, uint64_t *seq)
+/* The algorithm family a call takes, for its trace record (the same
+ * choice the collectives' entries make). */
+static int trace_algorithm(const pmc_comm *c, int coll)
 {
-    *seq = ++c->coll_seq;
+    if (c->size == 1 || coll < 1 || coll >= PMC_COLL_COUNT) return PMC_TRACE_ALGO_SELF;
+    if (pmc_use_mpi(c, coll)) return PMC_TRACE_ALGO_MPI;
+    if (c->nnodes == 1) return PMC_TRACE_ALGO_NODE;
+    return pmc_use_lanes(c, coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER;
+}
+
+int pmc_coll_enter(pmc_comm *c, pmc_op *op, int mode)
+{
+    const pmc_args *a = &op->a;
+    const uint64_t seq = ++c->coll_seq;
+    const char *name = pmc_coll_name(a->coll);
+    const int reduction = pmc_coll_is_reduction(a->coll);
+    op->seq = seq;
+    op->trace = pmc_trace_enter(c->trace, seq, a, reduction ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count,
+                                reduction, pmc_coll_is_rooted(a->coll), mode, trace_algorithm(c, a->coll),
+                                pmc_trace_now());
     c->node_ctx.coll = name;
-    c->node_ctx.coll_seq = *seq;
+    c->node_ctx.coll_seq = seq;
     if (c->broken)
         return pmc_fail(c, PMC_ERR_BROKEN,
                         "%s #%llu refused: this communicator is broken by an earlier "
                         "timeout or peer failure; call Free() and create a new one",
-                        name, (unsigned long long)*seq);
+                        name, (unsigned long long)seq);
     c->errmsg[0] = '\0';
     return PMC_OK;
 }
 
-int pmc_coll_leave(pmc_comm *c, int status)
+int pmc_coll_leave(pmc_comm *c, pmc_op *op, int status)
 {
+    pmc_trace_end(op->trace, op->seq, status);
+    if (status != PMC_OK) {
+        /* The dump sees the wait that failed; afterwards nothing waits. */
+        if (status == PMC_ERR_TIMEOUT && pmc_trace_ctx.dir[0] != '\0') (void)pmc_trace_dump_now("timeout", 0);
+        atomic_store_explicit(&c->node_ctx.wait.what, PMC_WAIT_NONE, memory_order_release);
+    }
     /* Argument errors are found before any rank moves data; everything else
      * may leave peers mid-protocol, so the communicator is not reused. */
     if (status != PMC_OK && status != PMC_ERR_ARG) c->broken = 1;

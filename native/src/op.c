@@ -42,6 +42,19 @@ static int mpi_timed_out(pmc_op *op, double start, const char *call)
                     c->node_ctx.coll, (unsigned long long)op->seq, limit, c->rank, call);
 }
 
+/* Publishes an MPI wait for trace dumps (see pmc_wait_info). */
+static void mpi_wait_publish(pmc_comm *c, const char *call)
+{
+    pmc_wait_info *w = &c->node_ctx.wait;
+    atomic_store_explicit(&w->what, PMC_WAIT_NONE, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    w->call = call;
+    w->coll = c->node_ctx.coll;
+    w->seq = c->node_ctx.coll_seq;
+    w->since_ns = pmc_trace_now();
+    atomic_store_explicit(&w->what, PMC_WAIT_MPI, memory_order_release);
+}
+
 int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
 {
     pmc_comm *c = op->c;
@@ -50,6 +63,7 @@ int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
     if (mrc == MPI_SUCCESS && !flag && op->blocking) {
         /* The same deadline as a flag wait; MPI's own Waitall has none. */
         const double start = MPI_Wtime();
+        mpi_wait_publish(c, call);
         for (long polls = 1; mrc == MPI_SUCCESS && !flag; ++polls) {
             if (c->node_ctx.yield_now || polls > MPI_SPIN_POLLS) sched_yield();
             if ((polls & 255) == 0) {
@@ -62,7 +76,10 @@ int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
     if (mrc != MPI_SUCCESS) return pmc_mpi_fail(c, mrc, call);
     if (!flag) {
         /* Polled (Test, the progress thread): the deadline counts from the first miss. */
-        if (op->wait_start == 0.0) op->wait_start = MPI_Wtime();
+        if (op->wait_start == 0.0) {
+            op->wait_start = MPI_Wtime();
+            mpi_wait_publish(c, call);
+        }
         if (c->node_ctx.yield_now) sched_yield();
         if ((++op->polls & 255u) == 0) {
             int rc = mpi_timed_out(op, op->wait_start, call);
@@ -73,6 +90,7 @@ int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
     op->wait_start = 0.0;
     op->polls = 0;
     ++c->polls_passed;
+    atomic_store_explicit(&c->node_ctx.wait.what, PMC_WAIT_NONE, memory_order_release);
     return PMC_OK;
 }
 
@@ -110,7 +128,9 @@ static int op_step(pmc_op *op)
     pmc_comm *c = op->c;
     c->node_ctx.coll = pmc_coll_name(op->a.coll);
     c->node_ctx.coll_seq = op->seq;
+    c->trace_cur = op->trace != NULL && op->trace->seq == op->seq ? op->trace : NULL;
     const int rc = op_body(op);
+    c->trace_cur = NULL;
     if (rc != PMC_OK && rc != PMC_PENDING) {
         /* A failed op never resumes: what it left with MPI is settled now,
          * so the caller's buffers see no late writes. A non-blocking MPI
@@ -152,7 +172,7 @@ static void op_complete(pmc_comm *c, pmc_op *op, int rc)
     if (c->queue_head == NULL) c->queue_tail = NULL;
     op->next = NULL;
     op->active = 0;
-    op->status = pmc_coll_leave(c, rc);
+    op->status = pmc_coll_leave(c, op, rc);
     if (rc != PMC_OK) {
         free(op->errmsg);
         op->errmsg = strdup(c->errmsg);
@@ -167,6 +187,8 @@ static int progress_locked(pmc_comm *c, int blocking, const pmc_op *until)
     while (c->queue_head != NULL) {
         pmc_op *op = c->queue_head;
         op->blocking = blocking;
+        if (op->trace != NULL && op->trace->t_start == 0 && op->trace->seq == op->seq)
+            op->trace->t_start = pmc_trace_now();
         int rc = op_step(op);
         if (rc == PMC_PENDING) return PMC_PENDING;
         op_complete(c, op, rc);
@@ -189,18 +211,22 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     op.a = *args;
     op.agree_v = NULL;
     pthread_mutex_lock(&c->lock);
-    int rc = pmc_coll_enter(c, pmc_coll_name(op.a.coll), &op.seq);
+    int rc = pmc_coll_enter(c, &op, PMC_TRACE_BLOCKING);
     if (rc == PMC_OK) rc = check_args(c, &op.a);
     if (rc != PMC_OK) {
+        rc = pmc_coll_leave(c, &op, rc);
         pthread_mutex_unlock(&c->lock);
         return rc;
     }
     /* Earlier non-blocking calls come first, as on every other rank. */
-    if (c->queue_head != NULL) progress_locked(c, 1, NULL);
+    if (c->queue_head != NULL) {
+        progress_locked(c, 1, NULL);
+        if (op.trace != NULL && op.trace->seq == op.seq) op.trace->t_start = pmc_trace_now();
+    }
     op.c = c;
     op.blocking = 1;
     op_reset(&op);
-    rc = pmc_coll_leave(c, op_step(&op));
+    rc = pmc_coll_leave(c, &op, op_step(&op));
     free(op.agree_v); /* left by an agreement that failed in MPI */
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -285,9 +311,10 @@ int pmc_request_start(pmc_request *op)
         return pmc_fail(c, PMC_ERR_ARG, "%s: a non-blocking request runs once; use the *_init "
                         "form for a request that can be started again", pmc_coll_name(op->a.coll));
     }
-    int rc = pmc_coll_enter(c, pmc_coll_name(op->a.coll), &op->seq);
+    int rc = pmc_coll_enter(c, op, op->persistent ? PMC_TRACE_PERSISTENT : PMC_TRACE_NONBLOCKING);
     if (rc == PMC_OK) rc = ensure_progress_thread(c);
     if (rc != PMC_OK) {
+        rc = pmc_coll_leave(c, op, rc);
         pthread_mutex_unlock(&c->lock);
         return rc;
     }

@@ -51,6 +51,7 @@ struct pmc_request {
     int orphan;            /* freed by the user while active: free on completion */
     int status;            /* of the last completed run */
     uint64_t seq;          /* collective number on its communicator */
+    struct pmc_trace_record *trace; /* its record in the communicator's trace ring */
     pmc_frame f[PMC_FRAMES];
     MPI_Request mreq;      /* MPI step in flight (MPI_REQUEST_NULL: none) */
     double wait_start;     /* non-blocking waits: when this wait began (0: not yet) */

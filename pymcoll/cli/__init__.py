@@ -12,9 +12,9 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
-from . import bench, info, preload
+from . import bench, info, preload, trace
 
-COMMANDS: dict[str, ModuleType] = {"info": info, "bench": bench, "preload": preload}
+COMMANDS: dict[str, ModuleType] = {"info": info, "bench": bench, "preload": preload, "trace": trace}
 
 
 def build_parser() -> argparse.ArgumentParser:

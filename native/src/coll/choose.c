@@ -8,7 +8,7 @@ int pmc_use_mpi(const pmc_comm *c, int coll)
     return !c->shm_active || c->algorithm[coll] == PMC_ALGO_MPI;
 }
 
-int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
+static int choose_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
 {
     /* A node of one rank maps no segment; the copy algorithms handle it. */
     if (c->node_ctx.local_size == 1) return PMC_PATH_CICO;
@@ -22,4 +22,11 @@ int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_c
     if (can_inline && payload <= c->inline_max && payload <= PMC_INLINE_BYTES) return PMC_PATH_INLINE;
     if (can_cma && c->cma_ok && payload >= c->cma_min) return PMC_PATH_CMA;
     return PMC_PATH_CICO;
+}
+
+int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
+{
+    const int path = choose_path(c, payload, can_inline, can_cma);
+    if (c->trace_cur != NULL) c->trace_cur->paths |= (uint8_t)(1u << path);
+    return path;
 }

@@ -42,6 +42,24 @@ enum {
 /* Cells a writer tracks (pmc_cell_rot rings have at most this many). */
 #define PMC_MAX_CELLS 64
 
+/* What a rank is waiting for right now (read by trace dumps, possibly
+ * from a signal handler): a flag of some peers, or an MPI completion. */
+#define PMC_WAIT_PEERS 8
+enum { PMC_WAIT_NONE = 0, PMC_WAIT_FLAG, PMC_WAIT_MPI };
+typedef struct pmc_wait_info {
+    _Atomic int what;         /* PMC_WAIT_*; written last when a wait begins */
+    int kind;                 /* PMC_FLAG_* */
+    int npeers;               /* peers kept below (the first PMC_WAIT_PEERS) */
+    int peers[PMC_WAIT_PEERS]; /* local ranks */
+    const pmc_flag *flags;    /* peer i's flag is flags[peers[i] * stride] */
+    size_t stride;
+    uint64_t target;
+    uint64_t since_ns;        /* CLOCK_MONOTONIC */
+    const char *call;         /* MPI waits: the call */
+    const char *coll;
+    uint64_t seq;
+} pmc_wait_info;
+
 typedef struct pmc_node {
     pmc_segment seg;
     int local_rank, local_size;
@@ -57,6 +75,8 @@ typedef struct pmc_node {
      * its last write there, or the layout's start, to which a switch resets
      * every cell (everything before a switch must be read first). */
     uint64_t cell_last[PMC_MAX_CELLS];
+    pmc_wait_info wait;     /* the wait in progress, for trace dumps */
+    int signal_peers;       /* on a timeout, SIGUSR1 the local ranks that did not arrive */
     /* Context for error messages. */
     const char *coll;
     uint64_t coll_seq;

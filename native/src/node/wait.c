@@ -69,6 +69,40 @@ void pmc_node_abort(pmc_node *n)
     atomic_compare_exchange_strong(&n->seg.hdr->abort_rank, &expected, n->local_rank);
 }
 
+/* Publishes the wait for trace dumps: what is written before `what`. */
+static void wait_publish(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target,
+                         const pmc_flag *flags, size_t stride, double start)
+{
+    pmc_wait_info *w = &n->wait;
+    atomic_store_explicit(&w->what, PMC_WAIT_NONE, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    w->kind = kind;
+    w->npeers = npeers < PMC_WAIT_PEERS ? npeers : PMC_WAIT_PEERS;
+    for (int i = 0; i < w->npeers; ++i) w->peers[i] = peers[i];
+    w->flags = flags;
+    w->stride = stride;
+    w->target = target;
+    w->since_ns = (uint64_t)(start * 1e9);
+    w->call = NULL;
+    w->coll = n->coll;
+    w->seq = n->coll_seq;
+    atomic_store_explicit(&w->what, PMC_WAIT_FLAG, memory_order_release);
+}
+
+static void wait_done(pmc_node *n) { atomic_store_explicit(&n->wait.what, PMC_WAIT_NONE, memory_order_release); }
+
+/* Asks the local ranks that did not arrive to dump their trace: one stuck
+ * outside pymcoll says what it last did. */
+static void signal_missing(const pmc_node *n, const pmc_flag *flags, size_t stride, const int *peers,
+                           int npeers, int from, uint64_t target)
+{
+    for (int i = from; i < npeers; ++i) {
+        if (pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) continue;
+        const int32_t pid = n->seg.pids[peers[i]];
+        if (pid > 0 && pid != (int32_t)getpid()) kill((pid_t)pid, SIGUSR1);
+    }
+}
+
 static const char *flag_name(int kind)
 {
     return kind == PMC_FLAG_SEQ ? "data" : kind == PMC_FLAG_ACK ? "done" : "inline data";
@@ -140,6 +174,7 @@ static int wait_trouble(pmc_node *n, int kind, const int *peers, int npeers, int
                  n->coll, n->coll_seq, n->timeout, n->local_rank, missing,
                  flag_name(kind), target);
         pmc_node_abort(n);
+        if (n->signal_peers) signal_missing(n, flags, stride, peers, npeers, first_missing, target);
         return PMC_ERR_TIMEOUT;
     }
     return PMC_OK;
@@ -154,6 +189,7 @@ int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     int i = 0;
     while (i < npeers && pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) ++i;
     if (i == npeers) {
+        if (*since != 0.0) wait_done(n);
         *since = 0.0;
         *polls = 0;
         return PMC_OK;
@@ -165,7 +201,10 @@ int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
      * a Test loop must stay cheap. */
     if ((++*polls & 15u) != 1u) return PMC_PENDING;
     const double t = now_seconds();
-    if (*since == 0.0) *since = t;
+    if (*since == 0.0) {
+        *since = t;
+        wait_publish(n, kind, peers, npeers, target, flags, stride, t);
+    }
     /* Peers' pids only once the wait is long: reading /proc costs more
      * than a whole small collective. */
     const int live = t - *since >= LIVENESS_SECONDS && (*polls & 255u) == 1u;
@@ -184,6 +223,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     if (i == npeers) return PMC_OK;
 
     const double start = now_seconds();
+    wait_publish(n, kind, peers, npeers, target, flags, stride, start);
     double next_liveness = start + LIVENESS_SECONDS;
     long polls = 0, sleep_ns = SLEEP_MIN_NS;
     const long spin_polls = n->yield_now ? 0 : SPIN_POLLS;
@@ -216,5 +256,6 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
         nanosleep(&ts, NULL);
         if (sleep_ns < SLEEP_MAX_NS) sleep_ns *= 2;
     }
+    wait_done(n);
     return PMC_OK;
 }
