@@ -62,9 +62,12 @@ int pmc_coll_enter(pmc_comm *c, pmc_op *op, int mode)
     const char *name = pmc_coll_name(a->coll);
     const int reduction = pmc_coll_is_reduction(a->coll);
     op->seq = seq;
-    op->trace = pmc_trace_enter(c->trace, seq, a, reduction ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count,
-                                reduction, pmc_coll_is_rooted(a->coll), mode, trace_algorithm(c, a->coll),
-                                pmc_trace_now());
+    op->trace = NULL;
+    if (c->trace != NULL && c->trace->rec != NULL)
+        op->trace = pmc_trace_enter(c->trace, seq, a,
+                                    reduction ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count,
+                                    reduction, pmc_coll_is_rooted(a->coll), mode, trace_algorithm(c, a->coll),
+                                    pmc_trace_ticks());
     c->node_ctx.coll = name;
     c->node_ctx.coll_seq = seq;
     if (c->broken)

@@ -188,7 +188,7 @@ static int progress_locked(pmc_comm *c, int blocking, const pmc_op *until)
         pmc_op *op = c->queue_head;
         op->blocking = blocking;
         if (op->trace != NULL && op->trace->t_start == 0 && op->trace->seq == op->seq)
-            op->trace->t_start = pmc_trace_now();
+            op->trace->t_start = pmc_trace_ticks();
         int rc = op_step(op);
         if (rc == PMC_PENDING) return PMC_PENDING;
         op_complete(c, op, rc);
@@ -221,7 +221,7 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     /* Earlier non-blocking calls come first, as on every other rank. */
     if (c->queue_head != NULL) {
         progress_locked(c, 1, NULL);
-        if (op.trace != NULL && op.trace->seq == op.seq) op.trace->t_start = pmc_trace_now();
+        if (op.trace != NULL && op.trace->seq == op.seq) op.trace->t_start = pmc_trace_ticks();
     }
     op.c = c;
     op.blocking = 1;

@@ -76,6 +76,12 @@ typedef struct pmc_trace_context {
     _Atomic(pmc_trace_ring *) rings[PMC_TRACE_MAX_RINGS];
     _Atomic int dumping;               /* a dump is walking the rings */
     _Atomic int handlers_installed;
+    /* Records hold ticks of the CPU's counter where the kernel itself keeps
+     * time with it (a third of a clock_gettime); a dump maps them to
+     * CLOCK_MONOTONIC ns through the pair read at start and one it reads. */
+    int use_counter;
+    int process_ready;
+    uint64_t counter0, ns0;
     _Atomic uint64_t last_signal_dump_ns;
     struct sigaction previous[65];     /* chained handlers, by signal number */
 } pmc_trace_context;
@@ -87,6 +93,21 @@ static inline uint64_t pmc_trace_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* Timestamp of a record: counter ticks (use_counter) or monotonic ns. */
+static inline uint64_t pmc_trace_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (pmc_trace_ctx.use_counter) return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    if (pmc_trace_ctx.use_counter) {
+        uint64_t v;
+        __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    return pmc_trace_now();
 }
 
 /* Hot path (op.c): a call entered, began running, ended. */
@@ -124,9 +145,13 @@ static inline void pmc_trace_end(pmc_trace_record *t, uint64_t seq, int status)
 {
     if (t == NULL || t->seq != seq) return; /* overwritten by a call a full ring later */
     if (t->t_start == 0) t->t_start = t->t_enqueue;
-    t->t_end = pmc_trace_now();
+    t->t_end = pmc_trace_ticks();
     t->status = status;
 }
+
+/* Converting record timestamps: the rate (once per dump) and one value. */
+double pmc_trace_ns_per_tick(void);
+uint64_t pmc_trace_to_ns(uint64_t ticks, double ns_per_tick);
 
 /* Ring of a new communicator (collective data already known): registered
  * for dumps. Returns NULL only when out of memory. */
@@ -138,7 +163,8 @@ pmc_trace_ring *pmc_trace_ring_new(const char *id, int rank, int size, const int
 void pmc_trace_ring_retire(pmc_trace_ring *r);
 
 /* This process's world rank and size, and the creation counter that names
- * communicators (called by communicator creation, MPI initialised). */
+ * communicators (called by communicator creation, MPI initialised); the
+ * first call also picks the clock of the records. */
 void pmc_trace_process_init(int world_rank, int world_size);
 uint32_t pmc_trace_next_comm_number(void);
 

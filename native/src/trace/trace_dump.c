@@ -14,6 +14,7 @@
 typedef struct writer {
     int fd;
     int failed;
+    double rate;      /* ns per record tick (pmc_trace_ns_per_tick) */
     size_t used;
     char buf[2048];
 } writer;
@@ -160,9 +161,9 @@ static void put_record(writer *w, const pmc_trace_record *t)
     puts_(w, ", "); key(w, "root"); put_i64(w, t->root);
     puts_(w, ", "); key(w, "mode"); put_name(w, name_or_null(mode_names, 3, t->mode));
     puts_(w, ", "); key(w, "in_place"); puts_(w, t->in_place ? "true" : "false");
-    puts_(w, ", "); key(w, "enqueue_ns"); put_time(w, t->t_enqueue);
-    puts_(w, ", "); key(w, "start_ns"); put_time(w, t->t_start);
-    puts_(w, ", "); key(w, "end_ns"); put_time(w, t->t_end);
+    puts_(w, ", "); key(w, "enqueue_ns"); put_time(w, pmc_trace_to_ns(t->t_enqueue, w->rate));
+    puts_(w, ", "); key(w, "start_ns"); put_time(w, pmc_trace_to_ns(t->t_start, w->rate));
+    puts_(w, ", "); key(w, "end_ns"); put_time(w, pmc_trace_to_ns(t->t_end, w->rate));
     puts_(w, ", "); key(w, "status"); put_str(w, status_name(t->status));
     puts_(w, "}");
 }
@@ -321,7 +322,7 @@ static int dump_file(const char *reason, uint64_t now)
     lower(event, sizeof(event), final ? "" : reason);
     if (dump_path(path, sizeof(path), event, ".json") != 0 || dump_path(tmp, sizeof(tmp), event, ".json.tmp") != 0)
         return -1;
-    writer w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    writer w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .rate = pmc_trace_ns_per_tick()};
     if (w.fd < 0) return -1;
     put_dump(&w, reason, now);
     flush(&w);
@@ -338,7 +339,7 @@ static int dump_file(const char *reason, uint64_t now)
 /* Without a trace directory: a few lines on stderr per communicator. */
 static void dump_summary(const char *reason, uint64_t now)
 {
-    writer w = {.fd = 2};
+    writer w = {.fd = 2, .rate = pmc_trace_ns_per_tick()};
     const pmc_trace_context *x = &pmc_trace_ctx;
     for (int i = 0; i < PMC_TRACE_MAX_RINGS; ++i) {
         const pmc_trace_ring *r = atomic_load(&pmc_trace_ctx.rings[i]);
@@ -355,8 +356,9 @@ static void dump_summary(const char *reason, uint64_t now)
         } else {
             puts_(&w, "last call "); puts_(&w, pmc_coll_name(t->coll)); puts_(&w, " #"); put_u64(&w, t->seq);
             puts_(&w, " ("); puts_(&w, status_name(t->status));
-            if (t->t_end != 0 && now >= t->t_end) {
-                puts_(&w, ", ended "); put_u64(&w, (now - t->t_end) / 1000000); puts_(&w, " ms ago");
+            const uint64_t end = pmc_trace_to_ns(t->t_end, w.rate);
+            if (end != 0 && now >= end) {
+                puts_(&w, ", ended "); put_u64(&w, (now - end) / 1000000); puts_(&w, " ms ago");
             }
             puts_(&w, ")");
         }

@@ -1,5 +1,6 @@
 /* Trace rings: creation, the process-wide registry dumps walk, retirement. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,8 +10,61 @@
 pmc_trace_context pmc_trace_ctx = {.ring_records = PMC_DEFAULT_TRACE_RING, .signals = 1, .world_rank = -1,
                                    .world_size = -1};
 
+/* The CPU's counter serves when the kernel keeps time with it (so it is
+ * invariant and the same on every core). */
+static int counter_usable(void)
+{
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+#if defined(__aarch64__)
+    return 1;
+#else
+    char name[32] = {0};
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f == NULL) return 0;
+    const int ok = fgets(name, sizeof(name), f) != NULL && strncmp(name, "tsc", 3) == 0;
+    fclose(f);
+    return ok;
+#endif
+#else
+    return 0;
+#endif
+}
+
+/* A (counter, ns) pair read back to back. */
+static void read_pair(uint64_t *ticks, uint64_t *ns)
+{
+    const uint64_t a = pmc_trace_ticks();
+    *ns = pmc_trace_now();
+    const uint64_t b = pmc_trace_ticks();
+    *ticks = a + (b - a) / 2;
+}
+
+uint64_t pmc_trace_to_ns(uint64_t ticks, double ns_per_tick)
+{
+    if (!pmc_trace_ctx.use_counter || ticks == 0) return ticks;
+    const double d = (double)(int64_t)(ticks - pmc_trace_ctx.counter0) * ns_per_tick;
+    return (uint64_t)((int64_t)pmc_trace_ctx.ns0 + (int64_t)d);
+}
+
+double pmc_trace_ns_per_tick(void)
+{
+    if (!pmc_trace_ctx.use_counter) return 1.0;
+    uint64_t t1, n1;
+    read_pair(&t1, &n1);
+    /* A short interval since the first pair would make the rate noisy:
+     * stretch it to 20 ms (a dump is rare; waiting here is safe in a
+     * signal handler, only clocks are read). */
+    while (n1 - pmc_trace_ctx.ns0 < UINT64_C(20000000)) read_pair(&t1, &n1);
+    return (double)(n1 - pmc_trace_ctx.ns0) / (double)(t1 - pmc_trace_ctx.counter0);
+}
+
 void pmc_trace_process_init(int world_rank, int world_size)
 {
+    if (!pmc_trace_ctx.process_ready) {
+        pmc_trace_ctx.use_counter = counter_usable();
+        read_pair(&pmc_trace_ctx.counter0, &pmc_trace_ctx.ns0);
+        pmc_trace_ctx.process_ready = 1;
+    }
     pmc_trace_ctx.world_rank = world_rank;
     pmc_trace_ctx.world_size = world_size;
     pmc_trace_ctx.pid = (int)getpid();
@@ -129,7 +183,7 @@ double pmc_trace_cost_ns(uint64_t iterations)
     const uint64_t t0 = pmc_trace_now();
     for (uint64_t i = 1; i <= iterations; ++i) {
         pmc_trace_record *t = pmc_trace_enter(&r, i, &a, 8, 1, 0, PMC_TRACE_BLOCKING, PMC_TRACE_ALGO_NODE,
-                                              pmc_trace_now());
+                                              pmc_trace_ticks());
         pmc_trace_end(t, i, PMC_OK);
     }
     const uint64_t t1 = pmc_trace_now();
