@@ -235,6 +235,18 @@ def test_last_by_a_microsecond_every_time_is_not_a_straggler(tmp_path: Path) -> 
     assert report.stragglers["stragglers"] == [] and "Straggler" not in report.paragraph
 
 
+@pytest.mark.parametrize("late_ms,named", [(2, []), (20, [3])])
+def test_oversubscribed_host_needs_more_lateness(tmp_path: Path, late_ms: int, named: list[int]) -> None:
+    # 4 ranks on 2 CPUs: the scheduler alone makes someone last by milliseconds.
+    dumps = same_program(["Allreduce"] * 10, r3={"late": late_ms * MS})
+    for d in dumps:
+        d["cpus"] = 2
+    report = analyze_files(tmp_path, dumps)
+    assert report.stragglers["stragglers"] == named, report.stragglers
+    assert report.stragglers["oversubscribed"] == {"node0": {"ranks": 4, "cpus": 2}}
+    assert "oversubscribed" in report.table()
+
+
 def test_clean_run_says_so(tmp_path: Path) -> None:
     program = ["Allreduce"] * 10 + ["Bcast"] * 5
     dumps = same_program(program)

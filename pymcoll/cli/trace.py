@@ -16,8 +16,8 @@ collective or skipped one, and ranks that arrive last again and again.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 import warnings
 from typing import Optional

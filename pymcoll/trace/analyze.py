@@ -33,6 +33,9 @@ STRAGGLER_MIN_SHARE = 0.5
 # Last by a hair is noise, not a straggler; across hosts the realtime clocks
 # themselves disagree by up to about a millisecond.
 STRAGGLER_MIN_LATENESS_NS = {"monotonic": 100_000, "realtime": 1_000_000}
+# More ranks than CPUs on a host: the scheduler's time slices make some rank
+# last by milliseconds at every call.
+OVERSUBSCRIBED_MIN_LATENESS_NS = 5_000_000
 TOP_RANKS = 10  # rows of the last-arrival table
 DETAILED_RANKS = 2  # ranks described one by one in a hang; the JSON report holds them all
 
@@ -437,13 +440,17 @@ class _Analysis:
 
 # -- stragglers and the summary table ----------------------------------------------------------
 
-def straggler_stats(views: list[CommView], clock: str, stop: Optional[dict[str, int]] = None) -> dict[str, Any]:
+def straggler_stats(views: list[CommView], clock: str, stop: Optional[dict[str, int]] = None,
+                    oversubscribed: Optional[dict[str, tuple[int, int]]] = None) -> dict[str, Any]:
     """Who arrived last, over the collectives every member of a communicator recorded.
 
     `stop` maps a communicator id to the first seq not to count: from a hang or a mismatch on, the
     calls are refused at once or pair different calls, so arrival order means nothing there.
+    `oversubscribed` (host -> (ranks, CPUs)) raises the lateness a straggler needs.
     """
     floor = STRAGGLER_MIN_LATENESS_NS.get(clock, STRAGGLER_MIN_LATENESS_NS["realtime"])
+    if oversubscribed:
+        floor = max(floor, OVERSUBSCRIBED_MIN_LATENESS_NS)
     stop = stop or {}
     stats: dict[int, dict[str, Any]] = {}
     compared = 0
@@ -462,6 +469,7 @@ def straggler_stats(views: list[CommView], clock: str, stop: Optional[dict[str, 
     rows.sort(key=lambda r: (-r["last"], -r["mean_lateness_us"], r["rank"]))
     return {"compared": compared, "stopped_at": stop, "min_calls": STRAGGLER_MIN_CALLS,
             "min_share": STRAGGLER_MIN_SHARE, "min_lateness_us": floor / 1e3, "ranks": rows,
+            "oversubscribed": {h: {"ranks": r, "cpus": c} for h, (r, c) in (oversubscribed or {}).items()},
             "stragglers": [r["rank"] for r in rows if r["straggler"]]}
 
 
@@ -600,6 +608,9 @@ class Report:
             f"{' (up to the hang or mismatch)' if s['stopped_at'] else ''}; straggler: last in "
             f">= {s['min_share']:.0%} of >= {s['min_calls']}, mean lateness >= {s['min_lateness_us']:g} us",
             STRAGGLER_COLUMNS, s["ranks"][:TOP_RANKS])
+        over = "; ".join(f"{h} ({v['ranks']} ranks on {v['cpus']} CPUs)" for h, v in s["oversubscribed"].items())
+        if over:
+            head += f"\n# oversubscribed: {over}: a straggler must be at least {s['min_lateness_us'] / 1e3:g} ms late"
         return "\n#\n".join([head, summary, late])
 
 
@@ -625,7 +636,7 @@ def analyze(dumps: DumpSource) -> Report:
         communicators=[{"id": v.id, "size": v.size, "world_ranks": v.world_ranks, "world": v.is_world,
                         "absent": v.absent} for v in views],
         collectives=sum(len(v.seqs()) for v in views), hangs=hangs, mismatches=mismatches,
-        stragglers=straggler_stats(views, trace.clock, stop),
+        stragglers=straggler_stats(views, trace.clock, stop, trace.oversubscribed_hosts()),
         summary=[row for v in views for row in summary_rows(v)], problems=list(trace.problems))
 
 

@@ -66,6 +66,7 @@ class Dump:
     time_ns: int
     realtime_offset_ns: int
     comms: list[dict[str, Any]]
+    cpus: int = 0  # CPUs the process could run on (0: not recorded)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class RankTrace:
     files: list[str]
     comms: dict[str, CommTrace]
     snapshots: list[Snapshot]
+    cpus: int = 0
 
     def last_end_before(self, time_ns: int) -> Optional[tuple[str, Record]]:
         """(communicator id, record) of the collective that completed last before `time_ns`."""
@@ -142,6 +144,16 @@ class TraceSet:
     def hosts(self) -> list[str]:
         """The hosts the dumps came from, sorted."""
         return sorted({t.host for t in self.ranks.values()})
+
+    def oversubscribed_hosts(self) -> dict[str, tuple[int, int]]:
+        """Host -> (ranks, CPUs) for the hosts that ran more ranks than they have CPUs."""
+        out: dict[str, tuple[int, int]] = {}
+        for host in self.hosts:
+            here = [t for t in self.ranks.values() if t.host == host]
+            cpus = max(t.cpus for t in here)
+            if 0 < cpus < len(here):
+                out[host] = (len(here), cpus)
+        return out
 
     def comm_ids(self) -> list[str]:
         """Every communicator id seen in any dump, in natural order ('0.2' before '0.10')."""
@@ -196,7 +208,8 @@ def parse_dump(obj: Mapping[str, Any], path: str = "<memory>") -> Optional[Dump]
     return Dump(path=path, rank=_int(obj, "rank"), world_size=_int(obj, "world_size", -1),
                 pid=_int(obj, "pid", -1), host=str(obj.get("host", "?")), source=str(obj.get("source", "?")),
                 reason=str(obj.get("reason", "?")), time_ns=_int(obj, "time_ns"),
-                realtime_offset_ns=_int(obj, "realtime_offset_ns", 0), comms=list(obj["comms"]))
+                realtime_offset_ns=_int(obj, "realtime_offset_ns", 0), comms=list(obj["comms"]),
+                cpus=_int(obj, "cpus", 0))
 
 
 def read_dump(path: Union[str, "os.PathLike[str]"]) -> Optional[Dump]:
@@ -273,7 +286,7 @@ def _rank_trace(rank: int, dumps: list[Dump], multi_host: bool, problems: list[s
     last = dumps[-1]
     return RankTrace(rank=rank, host=last.host, pid=last.pid, world_size=max(d.world_size for d in dumps),
                      files=[d.path for d in dumps], comms=comms,
-                     snapshots=[_snapshot(d, _shift(d, multi_host)) for d in dumps])
+                     snapshots=[_snapshot(d, _shift(d, multi_host)) for d in dumps], cpus=last.cpus)
 
 
 def _shift(dump: Dump, multi_host: bool) -> int:

@@ -70,6 +70,7 @@ typedef struct pmc_trace_context {
     int signals;                       /* dump on SIGUSR1 / fatal signals, signal peers on timeout */
     int world_rank, world_size;
     int pid;
+    int cpus;                          /* online CPUs (the analyzer's oversubscription check) */
     char host[128];
     char name_tag[16];                 /* "" or ".python" (second library copy in the process) */
     _Atomic uint32_t comms_created;

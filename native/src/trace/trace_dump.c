@@ -287,6 +287,7 @@ static void put_dump(writer *w, const char *reason, uint64_t now)
     puts_(w, ", "); key(w, "world_size"); put_i64(w, x->world_size);
     puts_(w, ", "); key(w, "pid"); put_i64(w, (int64_t)getpid());
     puts_(w, ", "); key(w, "host"); put_str(w, x->host);
+    puts_(w, ", "); key(w, "cpus"); put_i64(w, x->cpus);
 #ifdef PMC_CALL_PMPI
     puts_(w, ", "); key(w, "source"); put_str(w, "preload");
 #else

@@ -63,6 +63,7 @@ void pmc_trace_process_init(int world_rank, int world_size)
     if (!pmc_trace_ctx.process_ready) {
         pmc_trace_ctx.use_counter = counter_usable();
         read_pair(&pmc_trace_ctx.counter0, &pmc_trace_ctx.ns0);
+        pmc_trace_ctx.cpus = pmc_online_cpus();
         pmc_trace_ctx.process_ready = 1;
     }
     pmc_trace_ctx.world_rank = world_rank;
