@@ -7,6 +7,7 @@ with and without ``LD_PRELOAD`` of libpymcoll_pmpi.so, at 2 and 4 ranks.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -122,6 +123,23 @@ def test_core_failure_reaches_the_error_handler_and_job_goes_on(programs: dict[s
     assert "rank 0 late allreduce failed" in proc.stdout, proc.stdout + proc.stderr
     assert re.search(r"pymcoll preload: rank 0: MPI_Allreduce failed: .*timed out", proc.stderr), proc.stderr
     assert proc.stdout.count("rc 0 sum 2") == 2, proc.stdout
+
+
+@pytest.mark.timeout(300)
+def test_preload_calls_are_traced_and_the_late_rank_named(programs: dict[str, Path], tmp_path: Path) -> None:
+    from pymcoll.trace import analyze
+
+    proc = launch(2, programs["late_rank"], preload=True,
+                  env={"PYMCOLL_TIMEOUT": "1", "PYMCOLL_TRACE": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    dump = json.loads((tmp_path / "rank0.json").read_text())
+    assert dump["source"] == "preload" and [c["id"] for c in dump["comms"]] == ["p0.1", "p0.2"], dump["comms"]
+    assert [r["coll"] for r in dump["comms"][0]["records"]] == ["Bcast", "Allreduce"]
+    assert (tmp_path / "rank0.timeout.json").exists() and (tmp_path / "rank1.sigusr1.json").exists()
+    report = analyze(tmp_path)
+    (hang,) = report.hangs
+    assert (hang["comm"], hang["seq"], hang["coll"], hang["named"]) == ("p0.1", 2, "Allreduce", [1]), hang
+    assert "Rank 1" in report.paragraph and "Bcast #1" in report.paragraph, report.paragraph
 
 
 @pytest.mark.timeout(300)

@@ -2,7 +2,7 @@
 # Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
 # test_segment and test_node_algos once, test_comm_mpi and test_requests_mpi under mpiexec with
 # 1, 2, 3 and 4 ranks; then the preload library, built the same way, under
-# tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the two non-MPI tests
+# tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
 #
 # Usage: native/tests/run_sanitized.sh [--valgrind] [builddir]   (default build-sanitize)
@@ -30,7 +30,7 @@ failed=()
 
 # Two cores are shared with other work: build with two jobs.
 jobs=${PMC_TEST_JOBS:-2}
-tests=(test_segment test_node_algos test_comm_mpi test_requests_mpi)
+tests=(test_segment test_node_algos test_trace test_comm_mpi test_requests_mpi)
 
 configure() { # dir, extra meson options...: output shown only on failure
     local dir=$1
@@ -82,6 +82,7 @@ asan_mpi=detect_leaks=0:abort_on_error=1 # MPI's leaks at finalize are not ours
 
 ASAN_OPTIONS=$asan_plain run test_segment "$bin/test_segment"
 ASAN_OPTIONS=$asan_plain run test_node_algos "$bin/test_node_algos"
+ASAN_OPTIONS=$asan_plain run test_trace "$bin/test_trace"
 
 mpiexec_args=()
 if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then
@@ -111,8 +112,13 @@ if mpicc -std=c11 -O1 -o "$check" tests/pmpi_programs/check_collectives.c; then
             $(env_args "LD_PRELOAD=$preload" "ASAN_OPTIONS=$asan_mpi") -n "$n" "$check"
     done
     # shellcheck disable=SC2046
-    run "preload check_collectives -n 4, nodes of 2" mpiexec "${mpiexec_args[@]}" \
-        $(env_args "LD_PRELOAD=$preload" "ASAN_OPTIONS=$asan_mpi" PYMCOLL_NODE_SIZE=2) -n 4 "$check"
+    rm -rf "$builddir/trace"
+    run "preload check_collectives -n 4, nodes of 2, traced" mpiexec "${mpiexec_args[@]}" \
+        $(env_args "LD_PRELOAD=$preload" "ASAN_OPTIONS=$asan_mpi" PYMCOLL_NODE_SIZE=2 "PYMCOLL_TRACE=$builddir/trace") \
+        -n 4 "$check"
+    for r in 0 1 2 3; do
+        [ -s "$builddir/trace/rank$r.json" ] || { echo "=== no trace dump of rank $r" >&2; failed+=("trace dump rank $r"); }
+    done
 else
     echo "=== preload check_collectives: FAILED (mpicc)" >&2
     failed+=("preload check_collectives (mpicc)")
@@ -128,6 +134,7 @@ if [ "$use_valgrind" -eq 1 ]; then
     vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible)
     run "valgrind test_segment" "${vg[@]}" "$vdir/native/tests/test_segment"
     run "valgrind test_node_algos" "${vg[@]}" "$vdir/native/tests/test_node_algos" --quick
+    run "valgrind test_trace" "${vg[@]}" "$vdir/native/tests/test_trace"
 fi
 
 echo "### $((SECONDS - start)) s"

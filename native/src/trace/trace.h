@@ -85,6 +85,7 @@ typedef struct pmc_trace_context {
     uint64_t counter0, ns0;
     _Atomic uint64_t last_signal_dump_ns;
     struct sigaction previous[65];     /* chained handlers, by signal number */
+    void *alt_stack;                   /* the signal stack installed for a fault's dump */
 } pmc_trace_context;
 
 extern pmc_trace_context pmc_trace_ctx;

@@ -68,6 +68,7 @@ void pmc_trace_install_handlers(void)
     if (sigaltstack(NULL, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
         stack_t alt = {.ss_sp = malloc(1 << 16), .ss_size = 1 << 16, .ss_flags = 0};
         if (alt.ss_sp != NULL && sigaltstack(&alt, NULL) != 0) free(alt.ss_sp);
+        else pmc_trace_ctx.alt_stack = alt.ss_sp;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
