@@ -38,26 +38,24 @@ def parse_seconds(text: str, name: str) -> float:
     return value
 
 
-def parse_positive_int(text: str, name: str) -> int:
-    """Parse an integer >= 1."""
+def _parse_int_from(text: str, name: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise ValueError(f"{name}={text!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{name}={text!r} must be >= 1")
+    if value < low:
+        raise ValueError(f"{name}={text!r} must be >= {low}")
     return value
+
+
+def parse_positive_int(text: str, name: str) -> int:
+    """Parse an integer >= 1."""
+    return _parse_int_from(text, name, 1)
 
 
 def parse_count(text: str, name: str) -> int:
     """Parse an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not an integer") from None
-    if value < 0:
-        raise ValueError(f"{name}={text!r} must be >= 0")
-    return value
+    return _parse_int_from(text, name, 0)
 
 
 def parse_directory(text: str, name: str) -> str:
