@@ -84,7 +84,7 @@ int pmc_coll_leave(pmc_comm *c, pmc_op *op, int status)
     pmc_trace_end(op->trace, op->seq, status);
     if (status != PMC_OK) {
         /* The dump sees the wait that failed; afterwards nothing waits. */
-        if (status == PMC_ERR_TIMEOUT && pmc_trace_ctx.dir[0] != '\0') (void)pmc_trace_dump_now("timeout", 0);
+        if (status == PMC_ERR_TIMEOUT) (void)pmc_trace_dump_now("timeout", 0);
         atomic_store_explicit(&c->node_ctx.wait.what, PMC_WAIT_NONE, memory_order_release);
     }
     /* Argument errors are found before any rank moves data; everything else

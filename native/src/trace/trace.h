@@ -64,7 +64,6 @@ typedef struct pmc_trace_ring {
 /* The one process-wide state of the trace: a signal handler has no other
  * way to reach the rings. */
 typedef struct pmc_trace_context {
-    _Atomic int configured;
     char dir[PMC_TRACE_DIR_MAX];       /* "" = no dump files */
     uint32_t ring_records;             /* 0 = tracing off */
     int signals;                       /* dump on SIGUSR1 / fatal signals, signal peers on timeout */

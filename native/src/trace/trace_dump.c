@@ -45,15 +45,22 @@ static void put(writer *w, const char *s, size_t n)
 
 static void puts_(writer *w, const char *s) { put(w, s, strlen(s)); }
 
-static void put_u64(writer *w, uint64_t v)
+/* Decimal digits of v at the end of d; returns where they start. */
+static size_t u64_digits(char d[24], uint64_t v)
 {
-    char d[24];
-    int i = (int)sizeof(d);
+    size_t i = 24;
     do {
         d[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v != 0);
-    put(w, d + i, sizeof(d) - (size_t)i);
+    return i;
+}
+
+static void put_u64(writer *w, uint64_t v)
+{
+    char d[24];
+    const size_t i = u64_digits(d, v);
+    put(w, d + i, sizeof(d) - i);
 }
 
 static void put_i64(writer *w, int64_t v)
@@ -248,7 +255,6 @@ static void put_ring(writer *w, const pmc_trace_ring *r)
 /* rank<N>[<tag>][.<event>].json in the trace directory, into out. */
 static int dump_path(char *out, size_t cap, const char *event, const char *suffix)
 {
-    writer p = {.fd = -1};
     const pmc_trace_context *x = &pmc_trace_ctx;
     const size_t dlen = strlen(x->dir);
     if (dlen + 96 > cap) return -1;
@@ -262,11 +268,10 @@ static int dump_path(char *out, size_t cap, const char *event, const char *suffi
         memcpy(out + used, parts[i], n);
         used += n;
         if (i == 0) {
-            /* the rank, digits only */
-            p.used = 0;
-            put_i64(&p, x->world_rank >= 0 ? x->world_rank : 0);
-            memcpy(out + used, p.buf, p.used);
-            used += p.used;
+            char d[24];
+            const size_t at = u64_digits(d, x->world_rank >= 0 ? (uint64_t)x->world_rank : 0);
+            memcpy(out + used, d + at, sizeof(d) - at);
+            used += sizeof(d) - at;
         }
     }
     const size_t slen = strlen(suffix);
@@ -376,6 +381,8 @@ static void dump_summary(const char *reason, uint64_t now)
 
 int pmc_trace_dump_now(const char *reason, int from_signal)
 {
+    /* Without a directory only a signal has something to say (on stderr). */
+    if (pmc_trace_ctx.dir[0] == '\0' && !from_signal) return 0;
     int expected = 0;
     while (!atomic_compare_exchange_strong(&pmc_trace_ctx.dumping, &expected, 1)) {
         if (from_signal) return -1; /* another dump is on its way */

@@ -106,7 +106,6 @@ int pmc_trace_setup(const pmc_trace_config *cfg)
     const char *preload = getenv("LD_PRELOAD");
     if (preload != NULL && strstr(preload, "pymcoll_pmpi") != NULL) strcpy(pmc_trace_ctx.name_tag, ".python");
 #endif
-    atomic_store(&pmc_trace_ctx.configured, 1);
     return PMC_OK;
 }
 
