@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "pymcoll_ftar.h"
+#include "ring.h"
 #include "sha256.h"
 
 #define MAGIC UINT32_C(0x54464d50) /* "PMFT" in the stream */
@@ -54,21 +55,28 @@ int pmc_ftar_frame_encode(const pmc_ftar_header *h, const void *payload, uint32_
     *written = 0;
     if (cap < need) return PMC_FTAR_NO_ROOM;
     uint8_t *p = out;
-    put32(p, MAGIC);
-    p[4] = PMC_FTAR_VERSION;
-    p[5] = h->type;
-    const uint16_t flags = (uint16_t)((h->flags & ~PMC_FTAR_FLAG_MAC) | (mac ? PMC_FTAR_FLAG_MAC : 0));
-    p[6] = (uint8_t)flags;
-    p[7] = (uint8_t)(flags >> 8);
-    put32(p + 8, length);
-    put32(p + 12, h->sender);
-    put64(p + 16, h->epoch);
-    put64(p + 24, h->step);
-    put64(p + 32, h->seq);
+    pmc_ftar_header wire = *h;
+    wire.length = length;
+    wire.flags = (uint16_t)((h->flags & ~PMC_FTAR_FLAG_MAC) | (mac ? PMC_FTAR_FLAG_MAC : 0));
+    pmc_ftar_header_encode(&wire, p);
     if (length > 0) memmove(p + PMC_FTAR_HEADER_BYTES, payload, length);
     if (mac) frame_mac(key, keylen, p, PMC_FTAR_HEADER_BYTES + (size_t)length, p + PMC_FTAR_HEADER_BYTES + length);
     *written = need;
     return PMC_FTAR_OK;
+}
+
+void pmc_ftar_header_encode(const pmc_ftar_header *h, uint8_t out[PMC_FTAR_HEADER_BYTES])
+{
+    put32(out, MAGIC);
+    out[4] = PMC_FTAR_VERSION;
+    out[5] = h->type;
+    out[6] = (uint8_t)h->flags;
+    out[7] = (uint8_t)(h->flags >> 8);
+    put32(out + 8, h->length);
+    put32(out + 12, h->sender);
+    put64(out + 16, h->epoch);
+    put64(out + 24, h->step);
+    put64(out + 32, h->seq);
 }
 
 int pmc_ftar_frame_decode(const void *buf, size_t len, uint32_t max_payload, const uint8_t *key, size_t keylen,
