@@ -1,7 +1,14 @@
-/* SHA-256 and HMAC-SHA256, written from FIPS 180-4 and RFC 2104. */
+/* SHA-256 and HMAC-SHA256, written from FIPS 180-4 and RFC 2104.
+ * On x86-64 CPUs with the SHA extensions the block function runs on them
+ * (several times faster: it bounds what integrity=True costs FTAR). */
 #include "sha256.h"
 
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PMC_SHA_NI 1
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -15,7 +22,7 @@ static const uint32_t K[64] = {
 
 static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-static void compress(uint32_t h[8], const uint8_t *p)
+static void compress_portable(uint32_t h[8], const uint8_t *p)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; ++i)
@@ -41,6 +48,61 @@ static void compress(uint32_t h[8], const uint8_t *p)
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
 }
 
+#ifdef PMC_SHA_NI
+/* The state lives in two registers as ABEF and CDGH (the instructions'
+ * layout); each group of four rounds consumes four schedule words, and the
+ * schedule is extended four words at a time by sha256msg1/msg2. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_blocks_shani(uint32_t h[8], const uint8_t *p,
+                                                                               size_t blocks)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&h[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&h[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; blocks > 0; --blocks, p += PMC_SHA256_BLOCK) {
+        const __m128i abef0 = abef, cdgh0 = cdgh;
+        __m128i w[4];
+        for (int i = 0; i < 16; ++i) {
+            __m128i *cur = &w[i & 3];
+            if (i < 4) {
+                *cur = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), bswap);
+            } else {
+                const __m128i w3 = w[(i + 1) & 3], w2 = w[(i + 2) & 3], w1 = w[(i + 3) & 3];
+                __m128i x = _mm_sha256msg1_epu32(*cur, w3);
+                x = _mm_add_epi32(x, _mm_alignr_epi8(w1, w2, 4));
+                *cur = _mm_sha256msg2_epu32(x, w1);
+            }
+            __m128i msg = _mm_add_epi32(*cur, _mm_loadu_si128((const __m128i *)&K[4 * i]));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, msg);
+            msg = _mm_shuffle_epi32(msg, 0x0E);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, msg);
+        }
+        abef = _mm_add_epi32(abef, abef0);
+        cdgh = _mm_add_epi32(cdgh, cdgh0);
+    }
+    const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+/* Hashes whole blocks; the CPU's SHA instructions when it has them (the
+ * check reads what libgcc recorded at start-up: no state of ours). */
+static void compress_blocks(uint32_t h[8], const uint8_t *p, size_t blocks)
+{
+#ifdef PMC_SHA_NI
+    if (__builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1")) {
+        compress_blocks_shani(h, p, blocks);
+        return;
+    }
+#endif
+    for (; blocks > 0; --blocks, p += PMC_SHA256_BLOCK) compress_portable(h, p);
+}
+
 void pmc_sha256_init(pmc_sha256 *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -61,10 +123,15 @@ void pmc_sha256_update(pmc_sha256 *s, const void *data, size_t len)
         p += take;
         len -= take;
         if (s->used < PMC_SHA256_BLOCK) return;
-        compress(s->h, s->block);
+        compress_blocks(s->h, s->block, 1);
         s->used = 0;
     }
-    for (; len >= PMC_SHA256_BLOCK; p += PMC_SHA256_BLOCK, len -= PMC_SHA256_BLOCK) compress(s->h, p);
+    const size_t blocks = len / PMC_SHA256_BLOCK;
+    if (blocks > 0) {
+        compress_blocks(s->h, p, blocks);
+        p += blocks * PMC_SHA256_BLOCK;
+        len -= blocks * PMC_SHA256_BLOCK;
+    }
     if (len > 0) {
         memcpy(s->block, p, len);
         s->used = len;
