@@ -272,7 +272,7 @@ class Member:
         token_file: a file holding the token (surrounding whitespace ignored).
         bind_host: where this member listens for its ring neighbours and state transfers.
         streams: TCP connections to each neighbour (1..16).
-        chunk_bytes: pipelining unit of the ring (a multiple of 8, 64 bytes to 1 GiB).
+        chunk_bytes: pipelining unit of the ring (a multiple of 8, 1 KiB to 1 GiB).
         integrity: MAC on the data frames too (control frames always carry one).
         timeout: deadline of each operation in seconds.
         committed_step: the last step whose update the caller's state holds (-1: the initial state).
@@ -304,7 +304,7 @@ class Member:
                 or any(c.isspace() or c == "\0" for c in bind_host):
             raise ValueError(f"bind_host={bind_host!r} must be a host name or address, e.g. '127.0.0.1'")
         streams = _check_int(streams, "streams", 1, 16)
-        chunk_bytes = _check_int(chunk_bytes, "chunk_bytes", 64, 1 << 30)
+        chunk_bytes = _check_int(chunk_bytes, "chunk_bytes", 1024, 1 << 30)
         if chunk_bytes % 8:
             raise ValueError(f"chunk_bytes={chunk_bytes} must be a multiple of 8, e.g. {chunk_bytes - chunk_bytes % 8}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 4.0e6:
@@ -607,12 +607,14 @@ class Member:
         finally:
             self._leave()
 
-    def fetch_state(self, min_step: int) -> tuple[int, bytes]:
+    def fetch_state(self, min_step: int) -> tuple[int, memoryview]:
         """Fetch the newest state of a step >= `min_step` from the donor the coordinator assigned.
 
-        Returns (step, data); another donor is tried if one fails. Raises
-        FtarError (with ``status``: ABORTED when no donor is left, TIMEOUT at
-        the deadline) when no state arrives. May run in a background thread.
+        Returns (step, data): data is a read-only memoryview of the received
+        bytes (no copy; the memory is released with the last reference to
+        it). Another donor is tried if one fails. Raises FtarError (with
+        ``status``: ABORTED when no donor is left, TIMEOUT at the deadline)
+        when no state arrives. May run in a background thread.
         """
         min_step = _check_step(min_step, "min_step", -1)
         ptr = self._enter("fetch_state")
@@ -621,15 +623,12 @@ class Member:
             buf_p = ffi.new("void **")
             len_p = ffi.new("size_t *")
             rc = lib.pmc_ftar_member_fetch_state(ptr, min_step, step_p, buf_p, len_p)
-            try:
-                status = self._status(rc, f"fetch_state(min_step={min_step})", ptr)
-                if status is not Status.OK:
-                    raise FtarError(f"fetch_state(min_step={min_step}): {status.value}: {self._message(ptr)}", status)
-                n = int(len_p[0])
-                data = bytes(ffi.buffer(buf_p[0], n)) if n else b""
-                return int(step_p[0]), data
-            finally:
-                if buf_p[0] != ffi.NULL:
-                    lib.pmc_ftar_free(buf_p[0])
+            owned = ffi.gc(buf_p[0], lib.pmc_ftar_free) if buf_p[0] != ffi.NULL else None
+            status = self._status(rc, f"fetch_state(min_step={min_step})", ptr)
+            if status is not Status.OK:
+                raise FtarError(f"fetch_state(min_step={min_step}): {status.value}: {self._message(ptr)}", status)
+            n = int(len_p[0])
+            data = memoryview(ffi.buffer(owned, n)).toreadonly() if owned is not None and n else memoryview(b"")
+            return int(step_p[0]), data
         finally:
             self._leave()

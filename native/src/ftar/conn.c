@@ -95,6 +95,10 @@ void pmc_socket_tune(int fd, int bulk)
 {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* A dead host sends no reset: data left unacknowledged this long fails
+     * the connection (deadlines and heartbeats usually notice first). */
+    const unsigned user_timeout_ms = 10000;
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
     if (bulk) {
         const int size = 4 << 20;
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));

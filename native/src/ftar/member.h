@@ -68,7 +68,7 @@ typedef struct pmc_ring_in {
 typedef struct pmc_snapshot {
     int refs;                  /* under state_lock */
     int64_t step;
-    size_t len;
+    size_t len, cap;
     uint8_t *data;
 } pmc_snapshot;
 

@@ -38,16 +38,29 @@ void pmc_snapshot_release(pmc_ftar_member *m, pmc_snapshot *s)
 int pmc_ftar_member_publish_state(pmc_ftar_member *m, int64_t step, const void *buf, size_t len)
 {
     if (m == NULL || (buf == NULL && len > 0)) return PMC_FTAR_ST_ERROR;
-    pmc_snapshot *s = calloc(1, sizeof(*s));
-    if (s == NULL || (len > 0 && (s->data = malloc(len)) == NULL)) {
-        free(s);
-        snprintf(m->msg, sizeof(m->msg), "publish_state: out of memory for %zu bytes", len);
-        return PMC_FTAR_ST_ERROR;
+    /* The last snapshot's memory is reused when no transfer holds it (the
+     * usual case from one step to the next): a copy into pages already
+     * mapped costs a fraction of one into fresh ones. */
+    pthread_mutex_lock(&m->state_lock);
+    pmc_snapshot *s = NULL;
+    if (m->snapshot != NULL && m->snapshot->refs == 1 && m->snapshot->cap >= len) {
+        s = m->snapshot;
+        m->snapshot = NULL; /* transfers starting meanwhile wait for the new one */
+    }
+    pthread_mutex_unlock(&m->state_lock);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL || (len > 0 && (s->data = malloc(len)) == NULL)) {
+            free(s);
+            snprintf(m->msg, sizeof(m->msg), "publish_state: out of memory for %zu bytes", len);
+            return PMC_FTAR_ST_ERROR;
+        }
+        s->cap = len;
+        s->refs = 1;
     }
     if (len > 0) memcpy(s->data, buf, len); /* the one copy per step served */
     s->len = len;
     s->step = step;
-    s->refs = 1;
     pthread_mutex_lock(&m->state_lock);
     pmc_snapshot *old = m->snapshot;
     m->snapshot = s;
