@@ -108,7 +108,11 @@ void pmc_ftar_member_destroy(pmc_ftar_member *m)
     if (m->listen_fd >= 0) close(m->listen_fd);
     if (m->abort_fd >= 0) close(m->abort_fd);
     if (m->wake_fd >= 0) close(m->wake_fd);
-    pmc_snapshot_release(m, m->snapshot);
+    pmc_snapshot_release(m, m->snapshot); /* stopping: freed, not kept */
+    if (m->spare != NULL) {
+        free(m->spare->data);
+        free(m->spare);
+    }
     free(m->quorum.peers);
     free(m->peers);
     free(m->scratch);

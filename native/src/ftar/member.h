@@ -113,7 +113,7 @@ struct pmc_ftar_member {
     uint64_t aborted_epoch;    /* ABORT received for this epoch */
     int64_t committed_step;
     uint64_t last_epoch;
-    int stopping;
+    atomic_int stopping;        /* read by every thread, under any lock or none */
 
     /* --- under ring_lock: connections from the left neighbour --- */
     pthread_mutex_t ring_lock;
@@ -125,6 +125,7 @@ struct pmc_ftar_member {
     pthread_mutex_t state_lock;
     pthread_cond_t state_cond;
     pmc_snapshot *snapshot;
+    pmc_snapshot *spare;       /* a released snapshot's memory, for the next publish */
     int transfers;             /* serving threads alive */
 
     int abort_fd;              /* eventfd: the current epoch's operation must stop */

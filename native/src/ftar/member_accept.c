@@ -28,8 +28,12 @@ void pmc_snapshot_release(pmc_ftar_member *m, pmc_snapshot *s)
     if (s == NULL) return;
     pthread_mutex_lock(&m->state_lock);
     const int last = --s->refs == 0;
+    if (last && m->spare == NULL && !m->stopping) { /* kept: the next publish copies into it */
+        m->spare = s;
+        s = NULL;
+    }
     pthread_mutex_unlock(&m->state_lock);
-    if (last) {
+    if (last && s != NULL) {
         free(s->data);
         free(s);
     }
@@ -38,12 +42,16 @@ void pmc_snapshot_release(pmc_ftar_member *m, pmc_snapshot *s)
 int pmc_ftar_member_publish_state(pmc_ftar_member *m, int64_t step, const void *buf, size_t len)
 {
     if (m == NULL || (buf == NULL && len > 0)) return PMC_FTAR_ST_ERROR;
-    /* The last snapshot's memory is reused when no transfer holds it (the
-     * usual case from one step to the next): a copy into pages already
-     * mapped costs a fraction of one into fresh ones. */
+    /* Memory already mapped is reused: a spare left by a finished transfer,
+     * or the last snapshot when no transfer holds it. A copy into resident
+     * pages costs a fraction of one into fresh ones. */
     pthread_mutex_lock(&m->state_lock);
     pmc_snapshot *s = NULL;
-    if (m->snapshot != NULL && m->snapshot->refs == 1 && m->snapshot->cap >= len) {
+    if (m->spare != NULL && m->spare->cap >= len) {
+        s = m->spare;
+        m->spare = NULL;
+        s->refs = 1;
+    } else if (m->snapshot != NULL && m->snapshot->refs == 1 && m->snapshot->cap >= len) {
         s = m->snapshot;
         m->snapshot = NULL; /* transfers starting meanwhile wait for the new one */
     }
