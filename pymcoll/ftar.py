@@ -373,17 +373,18 @@ class Member:
             self._inflight -= 1
             self._cv.notify_all()
 
-    def _status(self, rc: int, what: str, ptr: Any) -> Status:
+    def _status(self, rc: int, what: str, ptr: Any, fetch: bool = False) -> Status:
         status = _STATUS_BY_CODE.get(rc)
         if status is None:
             if rc == lib.PMC_FTAR_ST_ERROR:
-                text = ffi.string(lib.pmc_ftar_member_message(ptr)).decode("utf-8", "replace")
-                raise FtarError(f"{what}: {text or 'failed'}")
+                raise FtarError(f"{what}: {self._message(ptr, fetch) or 'failed'}")
             raise FtarError(f"{what}: unknown status code {rc} from the C member (a mismatched build?)")
         return status
 
-    def _message(self, ptr: Any) -> str:
-        return ffi.string(lib.pmc_ftar_member_message(ptr)).decode("utf-8", "replace")
+    @staticmethod
+    def _message(ptr: Any, fetch: bool = False) -> str:
+        text = (lib.pmc_ftar_member_fetch_message if fetch else lib.pmc_ftar_member_message)(ptr)
+        return ffi.string(text).decode("utf-8", "replace")
 
     @property
     def closed(self) -> bool:
@@ -624,9 +625,10 @@ class Member:
             len_p = ffi.new("size_t *")
             rc = lib.pmc_ftar_member_fetch_state(ptr, min_step, step_p, buf_p, len_p)
             owned = ffi.gc(buf_p[0], lib.pmc_ftar_free) if buf_p[0] != ffi.NULL else None
-            status = self._status(rc, f"fetch_state(min_step={min_step})", ptr)
+            status = self._status(rc, f"fetch_state(min_step={min_step})", ptr, fetch=True)
             if status is not Status.OK:
-                raise FtarError(f"fetch_state(min_step={min_step}): {status.value}: {self._message(ptr)}", status)
+                raise FtarError(f"fetch_state(min_step={min_step}): {status.value}: {self._message(ptr, True)}",
+                                status)
             n = int(len_p[0])
             data = memoryview(ffi.buffer(owned, n)).toreadonly() if owned is not None and n else memoryview(b"")
             return int(step_p[0]), data

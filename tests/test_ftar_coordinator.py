@@ -191,7 +191,9 @@ class Member:
         self.id = replica_id
         self.sock = socket.create_connection((host, int(port)), timeout=5)
         self.buf = b""
-        self.key: bytes | None = None
+        self.committed_epoch = 0           # the epoch of the commit whose state this member holds
+        self.key: bytes | None = None      # member -> coordinator
+        self.key_rx: bytes | None = None   # coordinator -> member
         self.send_seq = self.recv_seq = 0
         self.lock = threading.Lock()
         self.heartbeats_seen = 0
@@ -212,8 +214,10 @@ class Member:
         self.send_raw(frame(T.PMC_FTAR_AUTH, nonce_c + bytes(proof) + identity.encode(), seq=self.send_seq))
         self.send_seq += 1
         key = ffi.new("uint8_t[32]")
-        lib.pmc_ftar_session_key(token, len(token), nonce_s, nonce_c, key)
+        lib.pmc_ftar_session_key(token, len(token), nonce_s, nonce_c, lib.PMC_FTAR_CLIENT_TO_SERVER, key)
         self.key = bytes(key)
+        lib.pmc_ftar_session_key(token, len(token), nonce_s, nonce_c, lib.PMC_FTAR_SERVER_TO_CLIENT, key)
+        self.key_rx = bytes(key)
         ok = self.recv_raw(2.0)
         want = ffi.new("uint8_t[32]")
         lib.pmc_ftar_auth_proof(token, len(token), lib.PMC_FTAR_ROLE_SERVER, nonce_s, nonce_c, identity.encode(),
@@ -249,13 +253,15 @@ class Member:
                 need = HEADER.size + length + (MAC_BYTES if flags & 1 else 0)
                 if len(self.buf) >= need:
                     body = self.buf[:HEADER.size + length]
-                    if self.key is not None:
+                    if self.key_rx is not None:
                         assert flags & 1, "the coordinator sent a frame without a MAC after the handshake"
-                        assert hmac.compare_digest(hmac.new(self.key, body, hashlib.sha256).digest(),
+                        assert hmac.compare_digest(hmac.new(self.key_rx, body, hashlib.sha256).digest(),
                                                    self.buf[HEADER.size + length:need])
                     assert seq == self.recv_seq, (seq, self.recv_seq)
                     self.recv_seq += 1
                     self.buf = self.buf[need:]
+                    if ftype == T.PMC_FTAR_COMMIT:  # as a member does: the state is now that commit's
+                        self.committed_epoch = epoch
                     return Frame(ftype, epoch, step, body[HEADER.size:])
             left = deadline - time.monotonic()
             if left <= 0:
@@ -305,9 +311,11 @@ class Member:
 
     # the protocol
     def join(self, committed: int = -1, last_epoch: int = 0, *, ring: str | None = None,
-             state: str | None = None) -> tuple[Frame, dict]:
+             state: str | None = None, committed_epoch: int | None = None) -> tuple[Frame, dict]:
+        if committed_epoch is not None:
+            self.committed_epoch = committed_epoch
         payload = (struct.pack("<qQ", committed, last_epoch) + s8(self.id) + s8(ring or f"ring-{self.id}:1")
-                   + s8(state or f"state-{self.id}:2"))
+                   + s8(state or f"state-{self.id}:2") + struct.pack("<Q", self.committed_epoch))
         self.send(T.PMC_FTAR_JOIN, payload)
         f = self.expect(T.PMC_FTAR_JOIN)
         if self.heartbeat:
@@ -317,8 +325,11 @@ class Member:
         r.done()
         return f, welcome
 
-    def request(self, step: int, committed: int) -> None:
-        self.send(T.PMC_FTAR_QUORUM, struct.pack("<qq", step, committed))
+    def request(self, step: int, committed: int, committed_epoch: int | None = None) -> None:
+        """Ask for a quorum; the state held is (committed, the epoch that committed it)."""
+        if committed_epoch is not None:
+            self.committed_epoch = committed_epoch
+        self.send(T.PMC_FTAR_QUORUM, struct.pack("<qqQ", step, committed, self.committed_epoch))
 
     def vote(self, epoch: int, step: int, ok: bool = True) -> None:
         self.send(T.PMC_FTAR_VOTE, bytes([int(ok)]), epoch=epoch, step=step)
@@ -423,7 +434,7 @@ def test_defaults_and_stop_before_run() -> None:
 def test_welcome_carries_the_timers(coord, members) -> None:
     m = members(coord.addr, "r0")
     time.sleep(5 * HEARTBEAT_MS / 1000)
-    m.send(T.PMC_FTAR_JOIN, struct.pack("<qQ", -1, 0) + s8("r0") + s8("127.0.0.1:1") + s8("127.0.0.1:2"))
+    m.send(T.PMC_FTAR_JOIN, struct.pack("<qQ", -1, 0) + s8("r0") + s8("127.0.0.1:1") + s8("127.0.0.1:2") + struct.pack("<Q", 0))
     f = m.recv_raw(3.0)  # the welcome is the first frame after AUTH_OK: no heartbeat before it
     assert f.type == T.PMC_FTAR_JOIN
     r = Reader(f.payload)
@@ -784,7 +795,7 @@ def test_everyone_behind_the_group_restarts_from_the_newest(coord, members) -> N
     qa = a2.expect(T.PMC_FTAR_QUORUM).quorum()
     assert qa["step"] == 8 and [m["healing"] for m in qa["members"]] == [0, 1]
     assert qa["members"][1]["donor"] == 0
-    coord.wait_log("the group restarts from step 7")
+    coord.wait_log("the group's state is step 7")
 
 
 def test_coordinator_restart(coord_factory, members) -> None:
@@ -816,3 +827,54 @@ def test_coordinator_restart(coord_factory, members) -> None:
     assert q2b["index"] == 1 and q2b["members"][1]["healing"] and q2b["members"][1]["donor"] == 0
     commit_all([a2, b2], q2a)
     assert w2["incarnation"] != w1["incarnation"]
+
+
+# ---- the group's state is (step, epoch of its commit) ----------------------
+
+def test_same_step_from_an_older_epoch_heals(coord, members) -> None:
+    """A member whose step was committed in an older epoch (a coordinator lost
+    between its COMMIT messages, then the others re-formed that step) holds
+    another state: it heals from a member of the newer lineage."""
+    a, b, c = joined(members, coord, ("a", 4, 3), ("b", 4, 7), ("c", 4, 7))
+    a.request(5, 4, committed_epoch=2)
+    b.request(5, 4, committed_epoch=6)
+    c.request(5, 4, committed_epoch=6)
+    qs = [m.expect(T.PMC_FTAR_QUORUM).quorum() for m in (a, b, c)]
+    assert qs[0]["step"] == 5
+    assert [m["healing"] for m in qs[0]["members"]] == [1, 0, 0]
+    assert qs[0]["members"][0]["donor"] in (1, 2)
+    assert qs[0]["epoch"] > 7  # above every epoch a member reported
+
+
+def test_a_step_ahead_of_the_requesters_is_waited_for(coord, members) -> None:
+    """The newest state is with a live member that has not asked yet: no
+    quorum re-forms an older step without it; when it asks, the others heal."""
+    a, b, c = joined(members, coord, ("a", 5, 4), ("b", 4, 4), ("c", 4, 4))
+    for m, committed in ((b, 4), (c, 4)):
+        m.request(committed + 1, committed, committed_epoch=4)
+    assert b.quiet(1.5)  # past the join timeout: still no quorum, a holds step 5
+    a.request(6, 5, committed_epoch=4)
+    qs = [m.expect(T.PMC_FTAR_QUORUM).quorum() for m in (a, b, c)]
+    assert qs[0]["step"] == 6
+    assert [m["healing"] for m in qs[0]["members"]] == [0, 1, 1]
+    assert {m["donor"] for m in qs[0]["members"][1:]} == {0}
+
+
+def test_restarted_coordinator_waits_for_reconnections(coord_factory, members) -> None:
+    """After a (re)start no quorum forms within the join timeout unless every
+    connected member asks: a member reconnecting late still counts."""
+    co = coord_factory(join_timeout_ms=800)
+    b, c = members(co.addr, "b"), members(co.addr, "c")
+    b.join(4, 4, committed_epoch=4)
+    c.join(4, 4, committed_epoch=4)
+    t0 = time.monotonic()
+    b.request(5, 4)
+    c.request(5, 4)
+    time.sleep(0.3)
+    a = members(co.addr, "a")
+    a.join(5, 4, committed_epoch=4)  # it got the COMMIT of step 5 the others missed
+    a.request(6, 5)
+    qs = [m.expect(T.PMC_FTAR_QUORUM, timeout=3.0).quorum() for m in (a, b, c)]
+    assert time.monotonic() - t0 < 3.0
+    assert qs[0]["step"] == 6 and qs[0]["n"] == 3
+    assert [m["healing"] for m in qs[0]["members"]] == [0, 1, 1]

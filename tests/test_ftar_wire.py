@@ -164,11 +164,12 @@ def test_challenge_response() -> None:
     assert client != proof(token, lib.PMC_FTAR_ROLE_SERVER, ns, nc, b"replica-3")
     assert token not in client
     keys = []
-    for _ in range(2):
+    for direction in (lib.PMC_FTAR_CLIENT_TO_SERVER, lib.PMC_FTAR_CLIENT_TO_SERVER, lib.PMC_FTAR_SERVER_TO_CLIENT):
         out = ffi.new("uint8_t[32]")
-        lib.pmc_ftar_session_key(token, len(token), ns, nc, out)
+        lib.pmc_ftar_session_key(token, len(token), ns, nc, direction, out)
         keys.append(bytes(out))
-    assert keys[0] == keys[1] and keys[0] != client
+    # Deterministic, one key per direction (a frame reflected to its sender fails its MAC).
+    assert keys[0] == keys[1] and keys[0] != client and keys[2] != keys[0]
 
 
 def test_importing_ftar_loads_no_mpi() -> None:

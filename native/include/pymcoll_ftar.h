@@ -83,12 +83,14 @@ int pmc_ftar_frame_decode(const void *buf, size_t len, uint32_t max_payload, con
 const char *pmc_ftar_strerror(int code);
 
 /* Challenge-response: each side proves it holds the token for the two
- * nonces and the client's identity; both derive the connection's MAC key. */
+ * nonces and the client's identity; both derive the connection's MAC keys,
+ * one per direction (so a frame reflected back to its sender fails). */
 enum { PMC_FTAR_ROLE_CLIENT = 0, PMC_FTAR_ROLE_SERVER = 1 };
+enum { PMC_FTAR_CLIENT_TO_SERVER = 0, PMC_FTAR_SERVER_TO_CLIENT = 1 };
 void pmc_ftar_auth_proof(const uint8_t *token, size_t tokenlen, int role, const uint8_t *nonce_server,
                          const uint8_t *nonce_client, const char *identity, uint8_t *out);
 void pmc_ftar_session_key(const uint8_t *token, size_t tokenlen, const uint8_t *nonce_server,
-                          const uint8_t *nonce_client, uint8_t *out);
+                          const uint8_t *nonce_client, int direction, uint8_t *out);
 /* Constant-time comparison of two 32-byte proofs or MACs (1 if equal). */
 int pmc_ftar_proof_equal(const uint8_t *a, const uint8_t *b);
 /* Fills out with len bytes from the kernel's random source; 0 on success. */
@@ -203,8 +205,10 @@ int pmc_ftar_member_publish_state(pmc_ftar_member *m, int64_t step, const void *
 /* Fetches the newest state of step >= min_step from the assigned donor (another
  * on failure). *buf is malloc'ed: release it with pmc_ftar_free. */
 int pmc_ftar_member_fetch_state(pmc_ftar_member *m, int64_t min_step, int64_t *step, void **buf, size_t *len);
-/* The reason of the last failed call on m (thread-local copy not needed: one caller). */
+/* The reason of the last failed call on m (fetch_state, which may run on
+ * another thread, keeps its own: pmc_ftar_member_fetch_message). */
 const char *pmc_ftar_member_message(pmc_ftar_member *m);
+const char *pmc_ftar_member_fetch_message(pmc_ftar_member *m);
 int64_t pmc_ftar_member_committed_step(pmc_ftar_member *m);
 /* A member that caught up (state loaded, missed updates replayed) says so;
  * until then commits while healing leave its committed step behind. */

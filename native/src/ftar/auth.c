@@ -26,12 +26,14 @@ void pmc_ftar_auth_proof(const uint8_t *token, size_t tokenlen, int role, const 
 }
 
 void pmc_ftar_session_key(const uint8_t *token, size_t tokenlen, const uint8_t *nonce_server,
-                          const uint8_t *nonce_client, uint8_t *out)
+                          const uint8_t *nonce_client, int direction, uint8_t *out)
 {
-    static const char label[] = "pymcoll-ftar-1 session";
+    static const char *const label[2] = {"pymcoll-ftar-1 session client->server",
+                                         "pymcoll-ftar-1 session server->client"};
+    const char *l = label[direction == PMC_FTAR_SERVER_TO_CLIENT];
     pmc_hmac m;
     pmc_hmac_init(&m, token, tokenlen);
-    pmc_hmac_update(&m, label, sizeof(label));
+    pmc_hmac_update(&m, l, strlen(l) + 1);
     pmc_hmac_update(&m, nonce_server, PMC_FTAR_NONCE_BYTES);
     pmc_hmac_update(&m, nonce_client, PMC_FTAR_NONCE_BYTES);
     pmc_hmac_final(&m, out);

@@ -4,8 +4,9 @@
  *   server -> HELLO   nonce_s                      (no MAC: no key yet)
  *   client -> AUTH    nonce_c | proof_c | identity (proof_c = HMAC(token, client label, nonces, identity))
  *   server -> AUTH_OK proof_s                      (MAC'ed with the new session key)
- * after which every frame carries a MAC under the session key and an
- * in-order sequence number, so a forged, replayed or reordered frame fails.
+ * after which every frame carries a MAC under the session key of its
+ * direction and an in-order sequence number, so a forged, replayed,
+ * reordered or reflected frame fails.
  */
 #include "conn.h"
 
@@ -241,7 +242,7 @@ int pmc_conn_send(pmc_conn *c, int type, uint64_t epoch, uint64_t step, const vo
                          .seq = c->send_seq};
     size_t written = 0;
     const int mac = c->authenticated || type == PMC_FTAR_AUTH_OK;
-    if (pmc_ftar_frame_encode(&h, payload, len, mac ? c->key : NULL, sizeof(c->key), frame, sizeof(frame),
+    if (pmc_ftar_frame_encode(&h, payload, len, mac ? c->key_tx : NULL, sizeof(c->key_tx), frame, sizeof(frame),
                               &written) != PMC_FTAR_OK)
         return PMC_IO_ERROR;
     ++c->send_seq;
@@ -288,8 +289,8 @@ int pmc_conn_next(pmc_conn *c, pmc_ftar_header *h, const uint8_t **payload)
     const size_t avail = c->len - c->consumed;
     if (avail == 0) return PMC_IO_AGAIN;
     size_t bytes = 0;
-    const int rc = pmc_ftar_frame_decode(p, avail, PMC_CONN_MAX_CONTROL, c->authenticated ? c->key : NULL,
-                                         sizeof(c->key), c->authenticated, h, &bytes);
+    const int rc = pmc_ftar_frame_decode(p, avail, PMC_CONN_MAX_CONTROL, c->authenticated ? c->key_rx : NULL,
+                                         sizeof(c->key_rx), c->authenticated, h, &bytes);
     if (rc == PMC_FTAR_NEED_MORE) return PMC_IO_AGAIN;
     if (rc != PMC_FTAR_OK) return PMC_IO_BAD_FRAME;
     if (h->seq != c->recv_seq) return PMC_IO_BAD_FRAME;
@@ -339,7 +340,8 @@ int pmc_conn_server_accept(pmc_conn *c, const uint8_t *token, size_t tokenlen, c
     uint8_t want[32];
     pmc_ftar_auth_proof(token, tokenlen, PMC_FTAR_ROLE_CLIENT, c->nonce_server, nonce_client, c->identity, want);
     if (!pmc_ftar_proof_equal(want, proof)) return PMC_IO_AUTH;
-    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, c->key);
+    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, PMC_FTAR_SERVER_TO_CLIENT, c->key_tx);
+    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, PMC_FTAR_CLIENT_TO_SERVER, c->key_rx);
     uint8_t mine[32];
     pmc_ftar_auth_proof(token, tokenlen, PMC_FTAR_ROLE_SERVER, c->nonce_server, nonce_client, c->identity, mine);
     const int rc = pmc_conn_send(c, PMC_FTAR_AUTH_OK, 0, 0, mine, sizeof(mine), deadline_ms);
@@ -380,7 +382,8 @@ int pmc_conn_handshake_client(pmc_conn *c, const uint8_t *token, size_t tokenlen
     rc = pmc_conn_send(c, PMC_FTAR_AUTH, 0, 0, auth, (uint32_t)(2 * PMC_FTAR_NONCE_BYTES + idlen), deadline_ms);
     if (rc != PMC_IO_OK) return rc;
     /* The server's answer is MAC'ed with the session key both now derive. */
-    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, c->key);
+    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, PMC_FTAR_CLIENT_TO_SERVER, c->key_tx);
+    pmc_ftar_session_key(token, tokenlen, c->nonce_server, nonce_client, PMC_FTAR_SERVER_TO_CLIENT, c->key_rx);
     c->authenticated = 1;
     rc = pmc_conn_recv(c, deadline_ms, -1, &h, &payload);
     if (rc == PMC_IO_BAD_FRAME) rc = PMC_IO_AUTH;

@@ -28,7 +28,7 @@ enum {
 typedef struct pmc_conn {
     int fd;
     int authenticated;
-    uint8_t key[32];                  /* session key: MACs of every frame after the handshake */
+    uint8_t key_tx[32], key_rx[32];   /* session keys, one per direction: MACs after the handshake */
     uint8_t nonce_server[PMC_FTAR_NONCE_BYTES];
     uint64_t send_seq, recv_seq;      /* replay and reordering checks */
     uint32_t sender;                  /* our sender field in headers */

@@ -63,6 +63,7 @@ typedef struct peer {
     char ring_addr[PMC_FTAR_ADDR_BYTES];
     char state_addr[PMC_FTAR_ADDR_BYTES];
     int64_t committed;          /* from JOIN, QUORUM requests and commits */
+    uint64_t committed_epoch;   /* the epoch that committed it: (step, epoch) names a state */
     uint64_t last_epoch;        /* from JOIN */
     int pending;                /* a QUORUM request waits */
     int64_t asked_step;
@@ -96,6 +97,8 @@ struct pmc_ftar_coord {
     peer **order;               /* [MAX_MEMBERS]: a quorum's members in ring order */
 
     int64_t group_step;         /* G: the group's committed step (-1: nothing known) */
+    uint64_t group_epoch;       /* the epoch that committed G (0: initial or a checkpoint) */
+    int64_t started_ms;         /* a restarted coordinator waits for reconnections before its first quorum */
     uint64_t epoch;
     uint64_t max_join_epoch;    /* highest last_epoch any JOIN reported */
     int failure;                /* since the last quorum: the next one starts a new epoch */
@@ -283,12 +286,14 @@ static void decide_commit(pmc_ftar_coord *c)
     c->d_commit = 1;
     c->d_reason[0] = '\0';
     c->group_step = c->q_step;
+    c->group_epoch = c->q_epoch;
     logf_line(c, "commit: epoch %llu, step %lld, %u members", (unsigned long long)c->q_epoch,
               (long long)c->q_step, c->q_n);
     for (uint32_t k = 0; k < c->q_n; ++k) {
         peer *p = find_serial(c, c->q[k].serial);
         if (p == NULL) continue;
         p->committed = c->q_step;
+        p->committed_epoch = c->q_epoch;
         send_to(p, PMC_FTAR_COMMIT, c->q_epoch, c->q_step, NULL, 0);
     }
 }
@@ -298,7 +303,7 @@ static void decide_commit(pmc_ftar_coord *c)
  * restarted since, or a stranger's epoch). */
 static void answer_stale(pmc_ftar_coord *c, peer *p, uint64_t epoch, int64_t step)
 {
-    if (c->have_decision && epoch == c->d_epoch && step == c->d_step) {
+    if (c->have_decision && epoch == c->d_epoch && step == c->d_step && slot_of(c, p) != NULL) {
         if (c->d_commit) send_to(p, PMC_FTAR_COMMIT, epoch, step, NULL, 0);
         else send_abort(c, p, epoch, step, PMC_FTAR_ST_ABORTED, c->d_reason, 0);
         return;
@@ -367,6 +372,56 @@ static int by_id(const void *a, const void *b)
     return strcmp((*x)->id, (*y)->id);
 }
 
+/* A state is named by (step, epoch of the commit that made it): two members
+ * at the same step with different epochs hold different states (a coordinator
+ * lost between its COMMIT messages, a group re-formed without them). */
+static int newer(int64_t step, uint64_t epoch, int64_t than_step, uint64_t than_epoch)
+{
+    return step > than_step || (step == than_step && epoch > than_epoch);
+}
+
+/* The group's state: the newest one the coordinator committed or any live
+ * member (requester or not) holds. *held_by_requester: whether one of the
+ * requesters holds it. */
+static void group_state(const pmc_ftar_coord *c, int64_t *step, uint64_t *epoch, int *held_by_requester)
+{
+    int64_t g = c->group_step;
+    uint64_t ge = c->group_epoch;
+    for (size_t i = 0; i < c->npeers; ++i) {
+        const peer *p = c->peers[i];
+        if (alive(p) && p->phase == PH_MEMBER && newer(p->committed, p->committed_epoch, g, ge)) {
+            g = p->committed;
+            ge = p->committed_epoch;
+        }
+    }
+    int held = 0, held_live = 0;
+    for (size_t i = 0; i < c->npeers; ++i) {
+        const peer *p = c->peers[i];
+        if (!alive(p) || p->phase != PH_MEMBER || p->committed != g || p->committed_epoch != ge) continue;
+        held_live = 1;
+        held |= p->pending;
+    }
+    if (!held_live) { /* whoever held it is gone: the newest state a requester holds is the group's */
+        int64_t top = INT64_MIN;
+        uint64_t top_epoch = 0;
+        for (size_t i = 0; i < c->npeers; ++i) {
+            const peer *p = c->peers[i];
+            if (alive(p) && p->phase == PH_MEMBER && p->pending && newer(p->committed, p->committed_epoch, top, top_epoch)) {
+                top = p->committed;
+                top_epoch = p->committed_epoch;
+            }
+        }
+        if (top != INT64_MIN) {
+            g = top;
+            ge = top_epoch;
+            held = 1;
+        }
+    }
+    *step = g;
+    *epoch = ge;
+    *held_by_requester = held;
+}
+
 static void form_quorum(pmc_ftar_coord *c)
 {
     peer **r = c->order;
@@ -375,19 +430,15 @@ static void form_quorum(pmc_ftar_coord *c)
         if (alive(c->peers[i]) && c->peers[i]->phase == PH_MEMBER && c->peers[i]->pending) r[n++] = c->peers[i];
     qsort(r, n, sizeof(*r), by_id);
 
-    int64_t g = c->group_step, top = INT64_MIN;
-    for (uint32_t k = 0; k < n; ++k) {
-        if (r[k]->committed > g) g = r[k]->committed;
-        if (r[k]->committed > top) top = r[k]->committed;
-    }
-    uint32_t healthy = 0;
-    for (uint32_t k = 0; k < n; ++k) healthy += r[k]->committed == g;
-    if (healthy == 0) { /* everyone restarted from older state: the newest of it is the group's */
-        logf_line(c, "no requester holds the group's step %lld: the group restarts from step %lld",
-                  (long long)g, (long long)top);
-        g = top;
-    }
+    int64_t g;
+    uint64_t ge;
+    int held = 0;
+    group_state(c, &g, &ge, &held);
+    if (g != c->group_step || ge != c->group_epoch)
+        logf_line(c, "the group's state is step %lld of epoch %llu (was step %lld of epoch %llu)", (long long)g,
+                  (unsigned long long)ge, (long long)c->group_step, (unsigned long long)c->group_epoch);
     c->group_step = g;
+    c->group_epoch = ge;
 
     int changed = c->failure || n != c->nprev;
     for (uint32_t k = 0; k < n && !changed; ++k) changed = strcmp(r[k]->id, c->prev[k]) != 0;
@@ -403,13 +454,13 @@ static void form_quorum(pmc_ftar_coord *c)
     uint32_t healthy_idx[MAX_MEMBERS];
     uint32_t nh = 0;
     for (uint32_t k = 0; k < n; ++k)
-        if (r[k]->committed == g) healthy_idx[nh++] = k;
+        if (r[k]->committed == g && r[k]->committed_epoch == ge) healthy_idx[nh++] = k;
     for (uint32_t k = 0; k < n; ++k) {
         qslot *s = &c->q[k];
         snprintf(s->id, sizeof(s->id), "%s", r[k]->id);
         s->serial = r[k]->serial;
         s->voted = 0;
-        s->healing = r[k]->committed != g;
+        s->healing = r[k]->committed != g || r[k]->committed_epoch != ge;
         s->donor = PMC_FTAR_NO_MEMBER;
         if (s->healing) { /* spread the catch-up load over the healthy members */
             s->donor = (int32_t)healthy_idx[rr++ % nh];
@@ -484,7 +535,16 @@ static void try_quorum(pmc_ftar_coord *c, int64_t now)
         ready = r == members;
     }
     if (!ready && now - oldest >= (int64_t)c->join_timeout_ms) ready = 1;
-    if (ready) form_quorum(c);
+    /* A (re)started coordinator gives every live member a join timeout to
+     * reconnect and say what it holds before the first quorum. */
+    if (c->nprev == 0 && now - c->started_ms < (int64_t)c->join_timeout_ms) ready = 0;
+    if (!ready) return;
+    int64_t g;
+    uint64_t ge;
+    int held = 0;
+    group_state(c, &g, &ge, &held);
+    if (!held) return; /* the group's state is with a live member that has not asked yet: wait for it */
+    form_quorum(c);
 }
 
 /* ---- frames ---------------------------------------------------------- */
@@ -527,6 +587,7 @@ static void on_join(pmc_ftar_coord *c, peer *p, const pmc_ftar_header *h, const 
     pmc_rd_str(&r, id, sizeof(id));
     pmc_rd_str(&r, p->ring_addr, sizeof(p->ring_addr));
     pmc_rd_str(&r, p->state_addr, sizeof(p->state_addr));
+    const uint64_t committed_epoch = pmc_rd_u64(&r);
     if (!pmc_rd_done(&r) || committed < -1 || !is_printable(p->ring_addr) || !is_printable(p->state_addr)) {
         kill_peer(p, "bad JOIN payload");
         return;
@@ -549,6 +610,7 @@ static void on_join(pmc_ftar_coord *c, peer *p, const pmc_ftar_header *h, const 
         return;
     }
     p->committed = committed;
+    p->committed_epoch = committed_epoch;
     p->last_epoch = last_epoch;
     p->pending = 0;
     p->phase = PH_MEMBER;
@@ -570,6 +632,7 @@ static void on_request(pmc_ftar_coord *c, peer *p, const pmc_ftar_header *h, con
     pmc_rd_init(&r, payload, h->length);
     const int64_t step = pmc_rd_i64(&r);
     const int64_t committed = pmc_rd_i64(&r);
+    const uint64_t committed_epoch = pmc_rd_u64(&r);
     if (!pmc_rd_done(&r) || committed < -1) {
         kill_peer(p, "bad QUORUM payload");
         return;
@@ -580,6 +643,7 @@ static void on_request(pmc_ftar_coord *c, peer *p, const pmc_ftar_header *h, con
         decide_abort(c, reason);
     }
     p->committed = committed;
+    p->committed_epoch = committed_epoch;
     p->asked_step = step;
     if (!p->pending) {
         p->pending = 1;
@@ -712,7 +776,7 @@ static const char *bad_frame_reason(const peer *p)
     pmc_ftar_header h;
     size_t bytes = 0;
     const int rc = pmc_ftar_frame_decode(k->buf + k->consumed, k->len - k->consumed, PMC_CONN_MAX_CONTROL,
-                                         k->authenticated ? k->key : NULL, sizeof(k->key), k->authenticated,
+                                         k->authenticated ? k->key_rx : NULL, sizeof(k->key_rx), k->authenticated,
                                          &h, &bytes);
     return rc == PMC_FTAR_OK ? "frame out of sequence (replayed or reordered)" : pmc_ftar_strerror(rc);
 }
@@ -949,6 +1013,7 @@ int pmc_ftar_coord_run(pmc_ftar_coord *c)
 {
     if (c == NULL) return -1;
     c->next_hb_ms = pmc_ftar_now_ms();
+    c->started_ms = c->next_hb_ms;
     for (;;) {
         compact(c);
         int64_t now = pmc_ftar_now_ms();

@@ -66,6 +66,11 @@ void pmc_ftar_member_set_committed_step(pmc_ftar_member *m, int64_t step)
 {
     pthread_mutex_lock(&m->lock);
     m->committed_step = step;
+    /* The state is named by its step and the epoch that committed it: known
+     * for the last commit seen while catching up and for the fetched snapshot. */
+    if (step >= 0 && step == m->healing_commit_step) m->committed_epoch = m->healing_commit_epoch;
+    else if (step >= 0 && step == m->fetched_step) m->committed_epoch = m->fetched_epoch;
+    else m->committed_epoch = 0;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -172,6 +177,7 @@ int pmc_ftar_member_create(const pmc_ftar_member_config *cfg, pmc_ftar_member **
     m->log_fd = cfg->log_fd;
     m->fault = fault;
     m->committed_step = cfg->committed_step;
+    m->healing_commit_step = m->fetched_step = -1;
     m->epoch = UINT64_MAX; /* no epoch yet */
     m->current_epoch = UINT64_MAX;
     m->aborted_epoch = UINT64_MAX;
@@ -245,26 +251,30 @@ int pmc_ftar_member_begin_step(pmc_ftar_member *m, int64_t step, pmc_ftar_step_i
     pthread_mutex_lock(&m->lock);
     int status = PMC_FTAR_ST_OK;
     uint64_t sent_generation = 0;
-    m->have_quorum = 0;
+    m->in_quorum = 0;
+    /* A quorum that arrived after an earlier begin_step gave up answers the
+     * request still pending at the coordinator: it is taken as it is. */
+    if (m->have_quorum) sent_generation = m->generation;
     for (;;) {
+        if (m->have_quorum) break;
         if (wait_connected(m, deadline) != 0) {
-            status = FAIL(m, PMC_FTAR_ST_COORDINATOR_LOST, "begin_step(%" PRId64 "): no coordinator at %s",
-                          step, m->coordinator);
+            status = FAIL(m, PMC_FTAR_ST_COORDINATOR_LOST, "begin_step(%" PRId64 "): no coordinator at %.60s (%.120s)",
+                          step, m->coordinator, m->join_error[0] ? m->join_error : "not reachable");
             break;
         }
         if (sent_generation != m->generation) { /* (re)send after every reconnection */
             sent_generation = m->generation;
-            uint8_t buf[16];
+            uint8_t buf[24];
             pmc_wr w;
             pmc_wr_init(&w, buf, sizeof(buf));
             pmc_wr_i64(&w, step);
             pmc_wr_i64(&w, m->committed_step);
+            pmc_wr_u64(&w, m->committed_epoch);
             pthread_mutex_unlock(&m->lock);
             const int rc = pmc_member_send(m, PMC_FTAR_QUORUM, 0, (uint64_t)step, buf, (uint32_t)w.len);
             pthread_mutex_lock(&m->lock);
             if (rc != PMC_IO_OK) continue; /* the link dropped: wait for the next one */
         }
-        if (m->have_quorum) break;
         if (pmc_ftar_now_ms() >= deadline) {
             status = FAIL(m, PMC_FTAR_ST_TOO_FEW, "begin_step(%" PRId64 "): no quorum within %u ms (too few replicas?)",
                           step, m->timeout_ms);
@@ -278,10 +288,16 @@ int pmc_ftar_member_begin_step(pmc_ftar_member *m, int64_t step, pmc_ftar_step_i
                  pmc_ftar_status_name(status));
     }
     if (status == PMC_FTAR_ST_OK) {
+        m->have_quorum = 0; /* consumed */
         if (adopt(m, &m->quorum) != 0) {
             status = FAIL(m, PMC_FTAR_ST_ERROR, "begin_step: out of memory");
         } else {
-            m->fenced = 0;
+            if (m->quorum_fences == m->fences) m->fenced = 0; /* a fence after this quorum still holds */
+            m->in_quorum = 1;
+            const int32_t donor = m->peers[m->index].donor;
+            snprintf(m->donor_at_quorum, sizeof(m->donor_at_quorum), "%s",
+                     donor >= 0 ? m->peers[donor].state_addr : "");
+            m->donor_index_at_quorum = donor;
             m->current_epoch = m->epoch;
             m->last_epoch = m->epoch;
             pmc_member_drain(m->abort_fd); /* aborts of earlier epochs are spent */
@@ -374,7 +390,7 @@ static int open_ring(pmc_ftar_member *m, int64_t deadline)
                         "ring: handshake with %s failed: %s", right->id, pmc_io_strerror(rc));
         }
         m->send[s].fd = c.fd;
-        memcpy(m->send[s].key, c.key, sizeof(c.key));
+        memcpy(m->send[s].key, c.key_tx, sizeof(c.key_tx));
         m->send[s].seq = 0;
         c.fd = -1;
         pmc_conn_close(&c);
@@ -412,7 +428,8 @@ int pmc_ftar_member_allreduce(pmc_ftar_member *m, const void *in, void *out, siz
         return res->status = FAIL(m, PMC_FTAR_ST_ERROR, "allreduce: NULL buffer");
     if (count > 0 && (const char *)in < (const char *)out + count * es && (const char *)out < (const char *)in + count * es)
         return res->status = FAIL(m, PMC_FTAR_ST_ERROR, "allreduce: out overlaps the input (the call is out of place)");
-    if (m->peers == NULL) return res->status = FAIL(m, PMC_FTAR_ST_ERROR, "allreduce: call begin_step first");
+    if (m->peers == NULL || !m->in_quorum)
+        return res->status = FAIL(m, PMC_FTAR_ST_ERROR, "allreduce: call begin_step first (and until it returns OK)");
     pthread_mutex_lock(&m->lock);
     const int fenced = m->fenced, aborted = m->aborted_epoch == m->epoch;
     pthread_mutex_unlock(&m->lock);
@@ -460,7 +477,8 @@ int pmc_ftar_member_allreduce(pmc_ftar_member *m, const void *in, void *out, siz
 int pmc_ftar_member_commit(pmc_ftar_member *m, int64_t step, int ok)
 {
     if (m == NULL) return PMC_FTAR_ST_ERROR;
-    if (m->peers == NULL) return FAIL(m, PMC_FTAR_ST_ERROR, "commit: call begin_step first");
+    if (m->peers == NULL || !m->in_quorum)
+        return FAIL(m, PMC_FTAR_ST_ERROR, "commit: call begin_step first (and until it returns OK)");
     pmc_member_fault(m, PMC_FAULT_VOTE, step);
     const int64_t deadline = deadline_of(m);
     uint8_t vote = ok ? 1 : 0;
@@ -469,14 +487,15 @@ int pmc_ftar_member_commit(pmc_ftar_member *m, int64_t step, int ok)
     uint64_t sent_generation = 0;
     m->have_decision = 0;
     for (;;) {
-        if (m->fenced) {
-            status = FAIL(m, PMC_FTAR_ST_FENCED, "commit(%" PRId64 "): fenced by the coordinator", step);
-            break;
-        }
+        /* The decision first: a COMMIT that came before a fence stands. */
         if (m->have_decision && m->decision_epoch == m->epoch && m->decision_step == step) {
             status = m->decision_commit ? PMC_FTAR_ST_OK : (int)m->decision_status;
             if (!m->decision_commit)
                 snprintf(m->msg, sizeof(m->msg), "commit(%" PRId64 "): aborted: %.200s", step, m->decision_reason);
+            break;
+        }
+        if (m->fenced) {
+            status = FAIL(m, PMC_FTAR_ST_FENCED, "commit(%" PRId64 "): fenced by the coordinator", step);
             break;
         }
         if (m->connected && sent_generation != m->generation) {
@@ -495,7 +514,13 @@ int pmc_ftar_member_commit(pmc_ftar_member *m, int64_t step, int ok)
         }
         pmc_cond_wait_slice(&m->cond, &m->lock, 20);
     }
-    if (status == PMC_FTAR_ST_OK && !m->healing) m->committed_step = step;
+    if (status == PMC_FTAR_ST_OK && !m->healing) {
+        m->committed_step = step;
+        m->committed_epoch = m->epoch;
+    } else if (status == PMC_FTAR_ST_OK) {
+        m->healing_commit_step = step;
+        m->healing_commit_epoch = m->epoch;
+    }
     pthread_mutex_unlock(&m->lock);
     if (status == PMC_FTAR_ST_OK) pmc_member_fault(m, PMC_FAULT_COMMIT, step);
     return status;

@@ -68,6 +68,7 @@ typedef struct pmc_ring_in {
 typedef struct pmc_snapshot {
     int refs;                  /* under state_lock */
     int64_t step;
+    uint64_t epoch;            /* of the commit that made that state (0: unknown, initial) */
     size_t len, cap;
     uint8_t *data;
 } pmc_snapshot;
@@ -108,10 +109,21 @@ struct pmc_ftar_member {
     int have_donor;
     int32_t donor_index;
     char donor_addr[PMC_FTAR_ADDR_BYTES];
-    int fenced;                /* evicted: operations return FENCED until the next quorum */
+    int fenced;                /* evicted: operations return FENCED until a quorum formed after it */
+    uint64_t fences;           /* FENCED notices received */
+    uint64_t quorum_fences;    /* fences when the last QUORUM arrived */
     uint64_t current_epoch;    /* the epoch operations run in (aborts for others are ignored) */
     uint64_t aborted_epoch;    /* ABORT received for this epoch */
     int64_t committed_step;
+    uint64_t committed_epoch;  /* (committed_step, committed_epoch) names the state this member holds */
+    int64_t healing_commit_step; /* the last commit seen while catching up, and its epoch */
+    uint64_t healing_commit_epoch;
+    int64_t fetched_step;      /* the last snapshot fetched, and its epoch */
+    uint64_t fetched_epoch;
+    char join_error[PMC_FTAR_MESSAGE_BYTES]; /* why the last attempt to join failed */
+    char donor_at_quorum[PMC_FTAR_ADDR_BYTES]; /* the donor named by the last adopted quorum */
+    int32_t donor_index_at_quorum;
+    char fetch_msg[PMC_FTAR_MESSAGE_BYTES];    /* fetch_state's own message (it runs on another thread) */
     uint64_t last_epoch;
     atomic_int stopping;        /* read by every thread, under any lock or none */
 
@@ -137,6 +149,7 @@ struct pmc_ftar_member {
     uint64_t epoch;
     int64_t step;
     int healing;
+    int in_quorum;             /* the last begin_step succeeded */
     uint32_t n, index;
     pmc_peer *peers;
     int ring_ready;

@@ -1,13 +1,14 @@
 /* The member's acceptor thread and state transfers.
  *
- * One listener takes both kinds of connection, told apart by the identity
- * the client proves in the handshake:
+ * One listener takes both kinds of connection, each handled by a thread of
+ * its own from the handshake on (so a stranger that connects and says
+ * nothing holds up no one), told apart by the identity the client proves:
  *   ring:<replica>:<epoch>:<stream>  a left neighbour's data stream, queued for the ring
- *   state:<replica>                  a member catching up; a thread of its own serves it
+ *   state:<replica>                  a member catching up; served on that thread
  * A state transfer sends the snapshot published last (reference counted, so
  * publishing the next one never waits for a transfer), in MAC'ed frames:
  *   joiner -> STATE i64 min_step
- *   donor  -> STATE i64 step | u64 bytes, then STATE frames of data
+ *   donor  -> STATE i64 step | u64 bytes | u64 epoch of the state, then STATE frames of data
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,7 +22,7 @@
 #include "member.h"
 #include "proto.h"
 
-enum { STATE_CHUNK = 60000, HANDSHAKE_MS = 3000 };
+enum { STATE_CHUNK = 60000, HANDSHAKE_MS = 2000, MAX_CONNECTION_THREADS = 32, IDLE_MS = 5000 };
 
 void pmc_snapshot_release(pmc_ftar_member *m, pmc_snapshot *s)
 {
@@ -69,6 +70,9 @@ int pmc_ftar_member_publish_state(pmc_ftar_member *m, int64_t step, const void *
     if (len > 0) memcpy(s->data, buf, len); /* the one copy per step served */
     s->len = len;
     s->step = step;
+    pthread_mutex_lock(&m->lock);
+    s->epoch = step == m->committed_step ? m->committed_epoch : 0;
+    pthread_mutex_unlock(&m->lock);
     pthread_mutex_lock(&m->state_lock);
     pmc_snapshot *old = m->snapshot;
     m->snapshot = s;
@@ -78,16 +82,8 @@ int pmc_ftar_member_publish_state(pmc_ftar_member *m, int64_t step, const void *
     return PMC_FTAR_ST_OK;
 }
 
-typedef struct serve_job {
-    pmc_ftar_member *m;
-    pmc_conn c;
-} serve_job;
-
-static void *serve_state(void *arg)
+static void serve_state(pmc_ftar_member *m, pmc_conn *c)
 {
-    serve_job *job = arg;
-    pmc_ftar_member *m = job->m;
-    pmc_conn *c = &job->c;
     const int64_t deadline = pmc_ftar_now_ms() + (m->timeout_ms ? m->timeout_ms : 30000);
     pmc_ftar_header h;
     const uint8_t *payload = NULL;
@@ -103,9 +99,8 @@ static void *serve_state(void *arg)
     if (rc == PMC_IO_OK) { /* wait for a snapshot new enough */
         pthread_mutex_lock(&m->state_lock);
         while (!m->stopping && (m->snapshot == NULL || m->snapshot->step < min_step) &&
-               pmc_ftar_now_ms() < deadline) {
+               pmc_ftar_now_ms() < deadline)
             pmc_cond_wait_slice(&m->state_cond, &m->state_lock, 50);
-        }
         if (m->snapshot != NULL && m->snapshot->step >= min_step) {
             s = m->snapshot;
             ++s->refs;
@@ -114,13 +109,14 @@ static void *serve_state(void *arg)
         if (s == NULL) rc = PMC_IO_TIMEOUT;
     }
     if (rc == PMC_IO_OK) {
-        uint8_t head[16];
+        uint8_t head[24];
         pmc_wr w;
         pmc_wr_init(&w, head, sizeof(head));
         pmc_wr_i64(&w, s->step);
         pmc_wr_u64(&w, s->len);
+        pmc_wr_u64(&w, s->epoch);
         rc = pmc_conn_send(c, PMC_FTAR_STATE, 0, (uint64_t)s->step, head, (uint32_t)w.len, deadline);
-        for (size_t off = 0; rc == PMC_IO_OK && off < s->len; off += STATE_CHUNK) {
+        for (size_t off = 0; rc == PMC_IO_OK && off < s->len && !m->stopping; off += STATE_CHUNK) {
             const size_t n = s->len - off < STATE_CHUNK ? s->len - off : STATE_CHUNK;
             rc = pmc_conn_send(c, PMC_FTAR_STATE, 0, (uint64_t)s->step, s->data + off, (uint32_t)n, deadline);
             if (off < s->len / 2 && off + n >= s->len / 2) pmc_member_fault(m, PMC_FAULT_SERVE, s->step);
@@ -129,13 +125,32 @@ static void *serve_state(void *arg)
                        c->identity, pmc_io_strerror(rc));
     }
     pmc_snapshot_release(m, s);
-    pmc_conn_close(c);
-    free(job);
-    pthread_mutex_lock(&m->state_lock);
-    --m->transfers;
-    pthread_cond_broadcast(&m->state_cond);
-    pthread_mutex_unlock(&m->state_lock);
-    return NULL;
+}
+
+/* "ring:<replica>:<epoch>:<stream>", digits only in the numbers. */
+static int parse_ring_identity(const char *id, char *from, size_t fromcap, uint64_t *epoch, uint32_t *stream)
+{
+    if (strncmp(id, "ring:", 5) != 0) return -1;
+    const char *p = id + 5;
+    const char *colon = strchr(p, ':');
+    if (colon == NULL || (size_t)(colon - p) >= fromcap) return -1;
+    memcpy(from, p, (size_t)(colon - p));
+    from[colon - p] = '\0';
+    if (!pmc_replica_id_valid(from)) return -1;
+    uint64_t v[2] = {0, 0};
+    p = colon + 1;
+    for (int k = 0; k < 2; ++k) {
+        if (*p < '0' || *p > '9') return -1;
+        for (; *p >= '0' && *p <= '9'; ++p) {
+            if (v[k] > (UINT64_MAX - 9) / 10) return -1;
+            v[k] = v[k] * 10 + (uint64_t)(*p - '0');
+        }
+        if (k == 0 && *p++ != ':') return -1;
+    }
+    if (*p != '\0' || v[1] >= PMC_MAX_STREAMS) return -1;
+    *epoch = v[0];
+    *stream = (uint32_t)v[1];
+    return 0;
 }
 
 static void take_connection(pmc_ftar_member *m, int fd)
@@ -152,9 +167,7 @@ static void take_connection(pmc_ftar_member *m, int fd)
     char from[64];
     uint64_t epoch = 0;
     uint32_t stream = 0;
-    int used = 0;
-    if (sscanf(c.identity, "ring:%63[A-Za-z0-9._-]:%" SCNu64 ":%" SCNu32 "%n", from, &epoch, &stream, &used) == 3 &&
-        c.identity[used] == '\0' && stream < PMC_MAX_STREAMS) {
+    if (parse_ring_identity(c.identity, from, sizeof(from), &epoch, &stream) == 0) {
         pthread_mutex_lock(&m->ring_lock);
         if (m->n_ring_in == PMC_RING_QUEUE) { /* the oldest is stale by now */
             close(m->ring_in[0].fd);
@@ -166,41 +179,70 @@ static void take_connection(pmc_ftar_member *m, int fd)
         in->stream = stream;
         snprintf(in->from, sizeof(in->from), "%s", from);
         in->fd = c.fd;
-        memcpy(in->key, c.key, sizeof(in->key));
+        memcpy(in->key, c.key_rx, sizeof(in->key));
         pthread_cond_broadcast(&m->ring_cond);
         pthread_mutex_unlock(&m->ring_lock);
         c.fd = -1; /* the ring owns the socket now */
         pmc_conn_close(&c);
         return;
     }
-    if (strncmp(c.identity, "state:", 6) == 0) {
-        serve_job *job = malloc(sizeof(*job));
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (job != NULL) {
-            job->m = m;
-            job->c = c;
-            pthread_mutex_lock(&m->state_lock);
-            ++m->transfers;
-            pthread_mutex_unlock(&m->state_lock);
-            if (pthread_create(&t, &attr, serve_state, job) == 0) {
-                pthread_attr_destroy(&attr);
-                return;
-            }
-            pthread_mutex_lock(&m->state_lock);
-            --m->transfers;
-            pthread_mutex_unlock(&m->state_lock);
-            free(job);
-        }
-        pthread_attr_destroy(&attr);
-        pmc_member_log(m, "cannot serve the state to %s: no thread", c.identity);
+    if (strncmp(c.identity, "state:", 6) == 0 && pmc_replica_id_valid(c.identity + 6)) {
+        serve_state(m, &c);
         pmc_conn_close(&c);
         return;
     }
-    pmc_member_log(m, "refused a connection with identity '%s'", c.identity);
+    pmc_member_log(m, "refused a connection with an identity of %zu bytes that names no use", strlen(c.identity));
     pmc_conn_close(&c);
+}
+
+typedef struct conn_job {
+    pmc_ftar_member *m;
+    int fd;
+} conn_job;
+
+static void *connection_main(void *arg)
+{
+    conn_job *job = arg;
+    pmc_ftar_member *m = job->m;
+    const int fd = job->fd;
+    free(job);
+    take_connection(m, fd);
+    pthread_mutex_lock(&m->state_lock);
+    --m->transfers;
+    pthread_cond_broadcast(&m->state_cond);
+    pthread_mutex_unlock(&m->state_lock);
+    return NULL;
+}
+
+/* Hands fd to a thread of its own (counted in m->transfers, which destroy
+ * waits for); too many at once and the newcomer is turned away. */
+static void spawn_connection(pmc_ftar_member *m, int fd)
+{
+    pthread_mutex_lock(&m->state_lock);
+    const int busy = m->transfers >= MAX_CONNECTION_THREADS;
+    if (!busy) ++m->transfers;
+    pthread_mutex_unlock(&m->state_lock);
+    conn_job *job = busy ? NULL : malloc(sizeof(*job));
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int started = 0;
+    if (job != NULL) {
+        job->m = m;
+        job->fd = fd;
+        started = pthread_create(&t, &attr, connection_main, job) == 0;
+        if (!started) free(job);
+    }
+    pthread_attr_destroy(&attr);
+    if (started) return;
+    if (!busy) {
+        pthread_mutex_lock(&m->state_lock);
+        --m->transfers;
+        pthread_mutex_unlock(&m->state_lock);
+    }
+    pmc_member_log(m, "turned a connection away: %s", busy ? "too many at once" : "no thread");
+    close(fd);
 }
 
 void *pmc_member_accept_main(void *arg)
@@ -209,31 +251,36 @@ void *pmc_member_accept_main(void *arg)
     for (;;) {
         struct pollfd p[2] = {{.fd = m->listen_fd, .events = POLLIN}, {.fd = m->wake_fd, .events = POLLIN}};
         const int n = poll(p, 2, 200);
-        pthread_mutex_lock(&m->lock);
-        const int stopping = m->stopping;
-        pthread_mutex_unlock(&m->lock);
-        if (stopping) break;
+        if (m->stopping) break;
         if (n <= 0 || !(p[0].revents & POLLIN)) continue;
         const int fd = accept4(m->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) take_connection(m, fd);
+        if (fd >= 0) {
+            spawn_connection(m, fd);
+        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            struct pollfd w = {.fd = m->wake_fd, .events = POLLIN}; /* out of descriptors: let some close */
+            poll(&w, 1, 100);
+        }
     }
     return NULL;
 }
 
-/* One attempt to fetch from the donor at addr. */
+/* One attempt to fetch from the donor at addr. Besides the overall deadline,
+ * a donor that sends nothing for IDLE_MS (stopped, or its host gone without
+ * a reset) is given up, so that another can be asked in time. */
 static int fetch_from(pmc_ftar_member *m, const char *addr, int64_t min_step, int64_t deadline, int64_t *step,
-                      void **out, size_t *outlen)
+                      uint64_t *epoch, void **out, size_t *outlen)
 {
     int fd = -1;
     char why[PMC_FTAR_MESSAGE_BYTES] = "";
-    int rc = pmc_connect(addr, deadline, &fd, why, sizeof(why));
+    const int64_t t0 = pmc_ftar_now_ms();
+    int rc = pmc_connect(addr, t0 + IDLE_MS < deadline ? t0 + IDLE_MS : deadline, &fd, why, sizeof(why));
     if (rc != PMC_IO_OK) return rc;
     pmc_socket_tune(fd, 1);
     pmc_conn c;
     pmc_conn_init(&c, fd, 0);
     char identity[PMC_CONN_IDENTITY_BYTES];
     snprintf(identity, sizeof(identity), "state:%s", m->id);
-    rc = pmc_conn_handshake_client(&c, m->token, m->tokenlen, identity, deadline);
+    rc = pmc_conn_handshake_client(&c, m->token, m->tokenlen, identity, t0 + IDLE_MS < deadline ? t0 + IDLE_MS : deadline);
     uint8_t req[8];
     pmc_wr w;
     pmc_wr_init(&w, req, sizeof(req));
@@ -241,21 +288,24 @@ static int fetch_from(pmc_ftar_member *m, const char *addr, int64_t min_step, in
     if (rc == PMC_IO_OK) rc = pmc_conn_send(&c, PMC_FTAR_STATE, 0, 0, req, (uint32_t)w.len, deadline);
     pmc_ftar_header h;
     const uint8_t *payload = NULL;
-    if (rc == PMC_IO_OK) rc = pmc_conn_recv(&c, deadline, -1, &h, &payload);
-    uint64_t total = 0;
+    /* The donor may first wait for its next publish (one step): the whole deadline for that. */
+    if (rc == PMC_IO_OK) rc = pmc_conn_recv(&c, deadline, m->wake_fd, &h, &payload);
+    uint64_t total = 0, got_epoch = 0;
     int64_t got_step = 0;
     if (rc == PMC_IO_OK) {
         pmc_rd r;
         pmc_rd_init(&r, payload, h.length);
         got_step = pmc_rd_i64(&r);
         total = pmc_rd_u64(&r);
+        got_epoch = pmc_rd_u64(&r);
         if (h.type != PMC_FTAR_STATE || !pmc_rd_done(&r) || got_step < min_step || total > ((uint64_t)1 << 40))
             rc = PMC_IO_BAD_FRAME;
     }
     uint8_t *data = NULL;
     if (rc == PMC_IO_OK && (data = malloc(total ? total : 1)) == NULL) rc = PMC_IO_ERROR;
     for (uint64_t off = 0; rc == PMC_IO_OK && off < total;) {
-        rc = pmc_conn_recv(&c, deadline, -1, &h, &payload);
+        const int64_t idle = pmc_ftar_now_ms() + IDLE_MS;
+        rc = pmc_conn_recv(&c, idle < deadline ? idle : deadline, m->wake_fd, &h, &payload);
         if (rc != PMC_IO_OK) break;
         if (h.type != PMC_FTAR_STATE || h.length == 0 || h.length > total - off) {
             rc = PMC_IO_BAD_FRAME;
@@ -270,10 +320,13 @@ static int fetch_from(pmc_ftar_member *m, const char *addr, int64_t min_step, in
         return rc;
     }
     *step = got_step;
+    *epoch = got_epoch;
     *out = data;
     *outlen = (size_t)total;
     return PMC_IO_OK;
 }
+
+const char *pmc_ftar_member_fetch_message(pmc_ftar_member *m) { return m ? m->fetch_msg : "no member"; }
 
 int pmc_ftar_member_fetch_state(pmc_ftar_member *m, int64_t min_step, int64_t *step, void **buf, size_t *len)
 {
@@ -282,21 +335,24 @@ int pmc_ftar_member_fetch_state(pmc_ftar_member *m, int64_t min_step, int64_t *s
     *len = 0;
     const int64_t deadline = pmc_ftar_now_ms() + (m->timeout_ms ? m->timeout_ms : 30000);
     pthread_mutex_lock(&m->lock);
-    int32_t donor = -1;
-    char addr[PMC_FTAR_ADDR_BYTES] = "";
-    uint64_t epoch = m->quorum.epoch;
-    if (m->have_quorum && m->quorum.index < m->quorum.n) {
-        donor = m->quorum.peers[m->quorum.index].donor;
-        if (donor >= 0) snprintf(addr, sizeof(addr), "%s", m->quorum.peers[donor].state_addr);
-    }
+    int32_t donor = m->donor_index_at_quorum;
+    char addr[PMC_FTAR_ADDR_BYTES];
+    snprintf(addr, sizeof(addr), "%s", m->donor_at_quorum);
+    const uint64_t epoch = m->current_epoch;
     pthread_mutex_unlock(&m->lock);
-    while (pmc_ftar_now_ms() < deadline) {
-        if (donor < 0) {
-            snprintf(m->msg, sizeof(m->msg), "fetch_state: no donor holds the state (is any replica up to date?)");
+    while (pmc_ftar_now_ms() < deadline && !m->stopping) {
+        if (donor < 0 || addr[0] == '\0') {
+            snprintf(m->fetch_msg, sizeof(m->fetch_msg),
+                     "fetch_state: no donor holds the state (is any replica up to date?)");
             return PMC_FTAR_ST_ABORTED;
         }
-        const int rc = fetch_from(m, addr, min_step, deadline, step, buf, len);
+        uint64_t got_epoch = 0;
+        const int rc = fetch_from(m, addr, min_step, deadline, step, &got_epoch, buf, len);
         if (rc == PMC_IO_OK) {
+            pthread_mutex_lock(&m->lock);
+            m->fetched_step = *step;
+            m->fetched_epoch = got_epoch;
+            pthread_mutex_unlock(&m->lock);
             pmc_member_log(m, "fetched the state of step %" PRId64 " (%zu bytes) from %s", *step, *len, addr);
             return PMC_FTAR_ST_OK;
         }
@@ -314,16 +370,15 @@ int pmc_ftar_member_fetch_state(pmc_ftar_member *m, int64_t min_step, int64_t *s
             continue;
         }
         pthread_mutex_lock(&m->lock);
-        while (!m->have_donor && !m->stopping && pmc_ftar_now_ms() < deadline) {
+        while (!m->have_donor && !m->stopping && pmc_ftar_now_ms() < deadline)
             pmc_cond_wait_slice(&m->cond, &m->lock, 50);
-        }
         if (m->have_donor) {
             donor = m->donor_index;
             snprintf(addr, sizeof(addr), "%s", m->donor_addr);
         }
         pthread_mutex_unlock(&m->lock);
     }
-    snprintf(m->msg, sizeof(m->msg), "fetch_state: no donor delivered the state of step >= %" PRId64 " in time",
-             min_step);
+    snprintf(m->fetch_msg, sizeof(m->fetch_msg),
+             "fetch_state: no donor delivered the state of step >= %" PRId64 " in time", min_step);
     return PMC_FTAR_ST_TIMEOUT;
 }

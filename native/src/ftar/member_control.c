@@ -64,7 +64,12 @@ static int join(pmc_ftar_member *m)
     int fd = -1;
     char why[PMC_FTAR_MESSAGE_BYTES] = "";
     const int64_t deadline = pmc_ftar_now_ms() + 2000;
-    if (pmc_connect(m->coordinator, deadline, &fd, why, sizeof(why)) != PMC_IO_OK) return -1;
+    if (pmc_connect(m->coordinator, deadline, &fd, why, sizeof(why)) != PMC_IO_OK) {
+        pthread_mutex_lock(&m->lock);
+        snprintf(m->join_error, sizeof(m->join_error), "%s", why);
+        pthread_mutex_unlock(&m->lock);
+        return -1;
+    }
     pmc_conn c;
     pmc_conn_init(&c, fd, 0);
     char identity[PMC_CONN_IDENTITY_BYTES];
@@ -72,6 +77,10 @@ static int join(pmc_ftar_member *m)
     int rc = pmc_conn_handshake_client(&c, m->token, m->tokenlen, identity, deadline);
     if (rc != PMC_IO_OK) {
         pmc_member_log(m, "coordinator %s refused the handshake: %s", m->coordinator, pmc_io_strerror(rc));
+        pthread_mutex_lock(&m->lock);
+        snprintf(m->join_error, sizeof(m->join_error), "the handshake with %s failed: %s", m->coordinator,
+                 rc == PMC_IO_CLOSED || rc == PMC_IO_AUTH ? "refused (is the job token the same?)" : pmc_io_strerror(rc));
+        pthread_mutex_unlock(&m->lock);
         pmc_conn_close(&c);
         return -1;
     }
@@ -85,6 +94,9 @@ static int join(pmc_ftar_member *m)
     pmc_wr_str(&w, m->id);
     pmc_wr_str(&w, m->listen_addr);
     pmc_wr_str(&w, m->listen_addr);
+    pthread_mutex_lock(&m->lock);
+    pmc_wr_u64(&w, m->committed_epoch);
+    pthread_mutex_unlock(&m->lock);
     rc = pmc_conn_send(&c, PMC_FTAR_JOIN, 0, 0, buf, (uint32_t)w.len, deadline);
     pmc_ftar_header h;
     const uint8_t *payload = NULL;
@@ -101,6 +113,10 @@ static int join(pmc_ftar_member *m)
         if (!pmc_rd_done(&r) || hb == 0 || evict == 0) rc = PMC_IO_BAD_FRAME;
     }
     if (rc != PMC_IO_OK) {
+        pthread_mutex_lock(&m->lock);
+        snprintf(m->join_error, sizeof(m->join_error), "the coordinator at %s did not welcome the JOIN: %s",
+                 m->coordinator, pmc_io_strerror(rc));
+        pthread_mutex_unlock(&m->lock);
         pmc_conn_close(&c);
         return -1;
     }
@@ -163,6 +179,7 @@ static int read_quorum(pmc_ftar_member *m, const pmc_ftar_header *h, const uint8
     free(m->quorum.peers);
     m->quorum = q;
     m->have_quorum = 1;
+    m->quorum_fences = m->fences;
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->lock);
     return 0;
@@ -188,13 +205,21 @@ static int read_decision(pmc_ftar_member *m, const pmc_ftar_header *h, const uin
     m->decision_epoch = h->epoch;
     m->decision_step = (int64_t)h->step;
     snprintf(m->decision_reason, sizeof(m->decision_reason), "%s", reason);
+    /* An abort may concern the epoch of a quorum filed but not yet adopted
+     * (both can arrive in one read): it is recorded for that epoch too, and
+     * begin_step re-arms abort_fd when it adopts an aborted epoch. */
+    const int about_running = h->epoch == m->current_epoch ||
+                              (m->have_quorum && h->epoch == m->quorum.epoch) ||
+                              (m->current_epoch != UINT64_MAX && h->epoch > m->current_epoch);
     if (status == PMC_FTAR_ST_FENCED) {
         m->fenced = 1;
+        ++m->fences;
+        if (about_running) m->aborted_epoch = h->epoch;
         pmc_member_signal(m->abort_fd);
         pmc_member_log(m, "fenced by the coordinator: %s", reason);
-    } else if (h->type == PMC_FTAR_ABORT && h->epoch == m->current_epoch) {
+    } else if (h->type == PMC_FTAR_ABORT && about_running) {
         m->aborted_epoch = h->epoch;
-        pmc_member_signal(m->abort_fd);
+        if (h->epoch == m->current_epoch) pmc_member_signal(m->abort_fd);
     }
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->lock);
@@ -266,7 +291,11 @@ void *pmc_member_control_main(void *arg)
         struct pollfd p[2] = {{.fd = m->ctrl.fd, .events = POLLIN}, {.fd = m->wake_fd, .events = POLLIN}};
         const int64_t wait = next_beat - pmc_ftar_now_ms();
         const int n = poll(p, 2, wait < 0 ? 0 : (int)wait);
-        if (n < 0 && errno != EINTR) break;
+        if (n < 0 && errno != EINTR) { /* cannot happen with valid descriptors; say so rather than fall silent */
+            pmc_member_log(m, "control thread: poll failed (%s): dropping the link and retrying", strerror(errno));
+            disconnect(m, "poll failed");
+            continue;
+        }
         if (n <= 0 || !(p[0].revents)) continue;
         int rc = pmc_conn_pump(&m->ctrl);
         pmc_ftar_header h;
