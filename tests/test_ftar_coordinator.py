@@ -878,3 +878,17 @@ def test_restarted_coordinator_waits_for_reconnections(coord_factory, members) -
     assert time.monotonic() - t0 < 3.0
     assert qs[0]["step"] == 6 and qs[0]["n"] == 3
     assert [m["healing"] for m in qs[0]["members"]] == [0, 1, 1]
+
+
+def test_silent_strangers_do_not_crowd_out_a_member(coord, members) -> None:
+    host, port = coord.addr.rsplit(":", 1)
+    strangers = [socket.create_connection((host, int(port)), timeout=5) for _ in range(80)]
+    try:
+        m = members(coord.addr, "r0")  # connects after 80 silent handshakes: the oldest give way
+        m.join()
+        q = ask([m], -1)[0]
+        assert q["n"] == 1
+        coord.wait_log("too many connections waiting to authenticate")
+    finally:
+        for s in strangers:
+            s.close()

@@ -44,6 +44,7 @@ enum {
     SEND_DEADLINE_MS = 200,     /* one slow member must not stall everyone for long */
     FENCE_DEADLINE_MS = 50,     /* best effort: the evicted member may be stuck */
     MAX_CONNECTIONS = 1024,     /* bounds what strangers can make us hold */
+    MAX_UNAUTHENTICATED = 64,   /* connections still in the handshake; the oldest gives way */
     MAX_MEMBERS = 192,          /* a QUORUM payload of this many fits a control frame */
     ACCEPT_PAUSE_MS = 100       /* out of descriptors: let some close first */
 };
@@ -832,6 +833,18 @@ static void on_listener(pmc_ftar_coord *c, int64_t now)
             close(fd);
             continue;
         }
+        /* Strangers that connect and stay silent must not crowd out a member
+         * that reconnects: past the cap, the oldest handshake is dropped. */
+        peer *oldest = NULL;
+        size_t waiting = 0;
+        for (size_t i = 0; i < c->npeers; ++i) {
+            peer *q = c->peers[i];
+            if (!alive(q) || q->phase == PH_MEMBER) continue;
+            ++waiting;
+            if (oldest == NULL || q->accepted_ms < oldest->accepted_ms) oldest = q;
+        }
+        if (waiting >= MAX_UNAUTHENTICATED && oldest != NULL)
+            kill_peer(oldest, "too many connections waiting to authenticate (at most %d)", MAX_UNAUTHENTICATED);
         if (c->npeers == c->cappeers) {
             const size_t cap = c->cappeers ? 2 * c->cappeers : 16;
             peer **np = realloc(c->peers, cap * sizeof(*np));
