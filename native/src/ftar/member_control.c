@@ -284,10 +284,6 @@ void *pmc_member_control_main(void *arg)
             }
             next_beat = now + hb;
         }
-        if (now - m->ctrl.last_recv_ms > (int64_t)silent_max) {
-            disconnect(m, "the coordinator went silent");
-            continue;
-        }
         struct pollfd p[2] = {{.fd = m->ctrl.fd, .events = POLLIN}, {.fd = m->wake_fd, .events = POLLIN}};
         const int64_t wait = next_beat - pmc_ftar_now_ms();
         const int n = poll(p, 2, wait < 0 ? 0 : (int)wait);
@@ -296,17 +292,24 @@ void *pmc_member_control_main(void *arg)
             disconnect(m, "poll failed");
             continue;
         }
-        if (n <= 0 || !(p[0].revents)) continue;
-        int rc = pmc_conn_pump(&m->ctrl);
-        pmc_ftar_header h;
-        const uint8_t *payload = NULL;
-        int bad = 0;
-        while (!bad && pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_OK) bad = dispatch(m, &h, payload) != 0;
-        if (bad || pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_BAD_FRAME) {
-            disconnect(m, "the coordinator sent a bad frame");
-            continue;
+        if (n > 0 && p[0].revents) {
+            int rc = pmc_conn_pump(&m->ctrl);
+            pmc_ftar_header h;
+            const uint8_t *payload = NULL;
+            int bad = 0;
+            while (!bad && pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_OK) bad = dispatch(m, &h, payload) != 0;
+            if (bad || pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_BAD_FRAME) {
+                disconnect(m, "the coordinator sent a bad frame");
+                continue;
+            }
+            if (rc != PMC_IO_OK) {
+                disconnect(m, pmc_io_strerror(rc));
+                continue;
+            }
         }
-        if (rc != PMC_IO_OK) disconnect(m, pmc_io_strerror(rc));
+        /* Judged after reading what is there: a member resuming from SIGSTOP
+         * must first see the FENCED notice waiting in its socket. */
+        if (pmc_ftar_now_ms() - m->ctrl.last_recv_ms > (int64_t)silent_max) disconnect(m, "the coordinator went silent");
     }
     return NULL;
 }
