@@ -409,6 +409,24 @@ static int open_ring(pmc_ftar_member *m, int64_t deadline)
     return PMC_FTAR_ST_OK;
 }
 
+/* A ring that fails has often been told why already (a fence after a
+ * SIGSTOP, an abort): when the coordinator's link holds unread bytes, the
+ * control thread gets a moment to file them, so the status says the cause. */
+static void settle_control(pmc_ftar_member *m)
+{
+    pthread_mutex_lock(&m->send_lock);
+    struct pollfd p = {.fd = m->ctrl.fd, .events = POLLIN};
+    const int unread = p.fd >= 0 && poll(&p, 1, 0) > 0;
+    pthread_mutex_unlock(&m->send_lock);
+    if (!unread) return;
+    const int64_t until = pmc_ftar_now_ms() + 100;
+    pthread_mutex_lock(&m->lock);
+    const uint64_t seen = m->frames_filed;
+    while (m->frames_filed == seen && m->connected && pmc_ftar_now_ms() < until)
+        pmc_cond_wait_slice(&m->cond, &m->lock, 10);
+    pthread_mutex_unlock(&m->lock);
+}
+
 static void ring_fault(void *arg, int point)
 {
     pmc_ftar_member *m = arg;
@@ -461,6 +479,7 @@ int pmc_ftar_member_allreduce(pmc_ftar_member *m, const void *in, void *out, siz
     const int rc = pmc_ring_allreduce(&a, in, out, count, dtype, op, contribute, &res->n_contrib);
     if (rc == PMC_RING_OK) return res->status = PMC_FTAR_ST_OK;
     close_ring(m);
+    settle_control(m);
     pthread_mutex_lock(&m->lock);
     const int now_fenced = m->fenced;
     pthread_mutex_unlock(&m->lock);

@@ -98,6 +98,7 @@ struct pmc_ftar_member {
     uint64_t generation;       /* counts (re)connections */
     uint32_t heartbeat_ms, evict_ms;
     uint64_t incarnation;
+    uint64_t frames_filed;     /* frames the control thread has read and filed */
     int have_quorum;
     pmc_quorum quorum;         /* the last QUORUM received */
     int have_decision;

@@ -298,6 +298,10 @@ void *pmc_member_control_main(void *arg)
             const uint8_t *payload = NULL;
             int bad = 0;
             while (!bad && pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_OK) bad = dispatch(m, &h, payload) != 0;
+            pthread_mutex_lock(&m->lock);
+            ++m->frames_filed;
+            pthread_cond_broadcast(&m->cond);
+            pthread_mutex_unlock(&m->lock);
             if (bad || pmc_conn_next(&m->ctrl, &h, &payload) == PMC_IO_BAD_FRAME) {
                 disconnect(m, "the coordinator sent a bad frame");
                 continue;
