@@ -110,17 +110,27 @@ void pmc_socket_tune(int fd, int bulk)
     fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* A non-blocking TCP socket of the family of hostport's address (in *ss). */
+static int open_socket(const char *hostport, struct sockaddr_storage *ss, uint32_t *len, int *fd, char *msg,
+                       size_t msgcap)
+{
+    const int rc = pmc_addr_resolve(hostport, ss, len, msg, msgcap);
+    if (rc != PMC_IO_OK) return rc;
+    *fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (*fd < 0) {
+        SET_MSG("socket: %s", strerror(errno));
+        return PMC_IO_ERROR;
+    }
+    return PMC_IO_OK;
+}
+
 int pmc_listen(const char *hostport, int *fd, char *bound, size_t boundcap, char *msg, size_t msgcap)
 {
     struct sockaddr_storage ss;
     uint32_t len = 0;
-    int rc = pmc_addr_resolve(hostport, &ss, &len, msg, msgcap);
+    int s = -1;
+    const int rc = open_socket(hostport, &ss, &len, &s, msg, msgcap);
     if (rc != PMC_IO_OK) return rc;
-    const int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) {
-        SET_MSG("socket: %s", strerror(errno));
-        return PMC_IO_ERROR;
-    }
     const int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(s, (struct sockaddr *)&ss, len) != 0 || listen(s, 128) != 0) {
@@ -165,13 +175,9 @@ int pmc_connect(const char *hostport, int64_t deadline_ms, int *fd, char *msg, s
 {
     struct sockaddr_storage ss;
     uint32_t len = 0;
-    int rc = pmc_addr_resolve(hostport, &ss, &len, msg, msgcap);
+    int s = -1;
+    int rc = open_socket(hostport, &ss, &len, &s, msg, msgcap);
     if (rc != PMC_IO_OK) return rc;
-    const int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) {
-        SET_MSG("socket: %s", strerror(errno));
-        return PMC_IO_ERROR;
-    }
     if (connect(s, (struct sockaddr *)&ss, len) != 0) {
         if (errno != EINPROGRESS) {
             SET_MSG("cannot connect to %s: %s", hostport, strerror(errno));
