@@ -1,0 +1,8 @@
+"""DLRM on pymcoll: Criteo-schema data, sharded embedding tables and their
+all-to-all exchange (imported as ``pymcoll.algorithms.dlrm``)."""
+
+from .data import (CRITEO_KAGGLE_CARDINALITIES, NUM_DENSE, NUM_SPARSE, CriteoBatch, SparseFeatures,
+                   SyntheticCriteo, cap_table_sizes, read_criteo)
+
+__all__ = ["CRITEO_KAGGLE_CARDINALITIES", "NUM_DENSE", "NUM_SPARSE", "CriteoBatch", "SparseFeatures",
+           "SyntheticCriteo", "cap_table_sizes", "read_criteo"]
