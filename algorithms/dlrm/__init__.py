@@ -3,6 +3,7 @@ all-to-all exchange (imported as ``pymcoll.algorithms.dlrm``)."""
 
 from .data import (CRITEO_KAGGLE_CARDINALITIES, NUM_DENSE, NUM_SPARSE, CriteoBatch, SparseFeatures,
                    SyntheticCriteo, cap_table_sizes, read_criteo)
+from .planner import Shard, ShardingPlan, TablePlan, plan_tables
 
 __all__ = ["CRITEO_KAGGLE_CARDINALITIES", "NUM_DENSE", "NUM_SPARSE", "CriteoBatch", "SparseFeatures",
-           "SyntheticCriteo", "cap_table_sizes", "read_criteo"]
+           "Shard", "ShardingPlan", "SyntheticCriteo", "TablePlan", "cap_table_sizes", "plan_tables", "read_criteo"]
