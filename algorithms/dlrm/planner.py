@@ -123,14 +123,14 @@ def plan_tables(table_sizes: Sequence[int], dim: int, world_size: int, *,
         raise ValueError(f"row_wise_fraction={row_wise_fraction}: a fraction in (0, 1]")
     total_rows = sum(sizes)
     resolved = []
-    for s, k in zip(sizes, per):
+    for s, k in zip(sizes, per, strict=True):
         if k == "auto":
             k = "row" if world_size > 1 and s > fraction * total_rows and s >= world_size else "table"
         resolved.append(k)
 
     load = [0] * world_size
     plans: dict[int, TablePlan] = {}
-    for t, (s, k) in enumerate(zip(sizes, resolved)):
+    for t, (s, k) in enumerate(zip(sizes, resolved, strict=True)):
         if k == "row":
             parts = min(world_size, s)
             shards = tuple(Shard(t, r, a, b, 0, dim) for r, (a, b) in enumerate(_blocks(s, parts)))
