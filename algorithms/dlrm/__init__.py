@@ -1,5 +1,7 @@
 """DLRM on pymcoll: Criteo-schema data, sharded embedding tables and their
-all-to-all exchange (imported as ``pymcoll.algorithms.dlrm``)."""
+all-to-all exchange (imported as ``pymcoll.algorithms.dlrm``). The table
+shards (``pymcoll.algorithms.dlrm.tables``) need torch and are imported on
+their own."""
 
 from .data import (CRITEO_KAGGLE_CARDINALITIES, NUM_DENSE, NUM_SPARSE, CriteoBatch, SparseFeatures,
                    SyntheticCriteo, cap_table_sizes, read_criteo)
