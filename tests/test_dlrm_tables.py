@@ -65,7 +65,7 @@ def test_rowwise_adagrad_touches_only_the_rows_looked_up() -> None:
     before = t.weight.clone()
     lengths, ids = torch.tensor([2, 1]), torch.tensor([7, 7, 9])
     grad_out = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
-    for step in range(2):
+    for _ in range(2):
         idx, g = t.row_gradients(lengths, ids, grad_out)
         t.apply(idx, g, optimizer="rowwise_adagrad", lr=lr, eps=eps)
     g7, g9 = 2 * grad_out[0], grad_out[1]
