@@ -1,0 +1,63 @@
+"""The exchange's codec hook: what a block of embeddings becomes on the wire.
+
+The pooled-embedding exchange cuts its payload into blocks, one per
+(sending rank, receiving rank, shard): a (samples, columns) float32 tensor.
+With a codec, each block is encoded before the send and decoded after the
+receive; the encoded sizes are exchanged first (an all-to-all of counts),
+then the bytes. Without one (the default) the floats go as they are, with
+no size exchange. :class:`BlockInfo` tells the codec which table, shard,
+direction and exchange step a block belongs to, so that it can choose a
+bound per table and per iteration.
+
+Every block goes through the codec, a rank's own included, so that what a
+rank computes with does not depend on where the tables were placed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+FORWARD = "forward"
+BACKWARD = "backward"
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    """One block of an exchange."""
+
+    direction: str  # FORWARD (pooled embeddings) or BACKWARD (their gradients)
+    table: int
+    table_rows: int  # the table's cardinality
+    source: int  # sending rank
+    dest: int  # receiving rank
+    shape: tuple[int, int]  # (samples, columns)
+    step: int  # how many forward exchanges came before this one's
+
+
+class Codec:
+    """Identity codec, and the interface of every codec.
+
+    Subclasses override :meth:`encode` and :meth:`decode`, and
+    :meth:`applies` to choose the directions they act on (the base class:
+    both). :meth:`encode` returns a 1-D uint8 array; :meth:`decode` gets
+    exactly those bytes back and returns a float32 tensor of ``info.shape``.
+    """
+
+    name = "identity"
+
+    def applies(self, direction: str) -> bool:
+        """Whether blocks of this direction go through the codec."""
+        return True
+
+    def encode(self, block: torch.Tensor, info: BlockInfo) -> np.ndarray:
+        return np.ascontiguousarray(block.detach().numpy(), dtype=np.float32).reshape(-1).view(np.uint8)
+
+    def decode(self, data: np.ndarray, info: BlockInfo) -> torch.Tensor:
+        expected = info.shape[0] * info.shape[1] * 4
+        if data.size != expected:
+            raise ValueError(f"identity codec: block of table {info.table} from rank {info.source} has "
+                             f"{data.size} bytes, expected {expected}")
+        return torch.from_numpy(np.array(data).view(np.float32).reshape(info.shape))
