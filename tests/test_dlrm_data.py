@@ -128,3 +128,15 @@ def test_synthetic_multi_hot_and_bad_arguments() -> None:
             SyntheticCriteo([100] * NUM_SPARSE, **kwargs)
     with pytest.raises(ValueError, match="batch_size"):
         gen.batch(0, 0)
+
+
+def test_sample_ranges_partition_a_batch() -> None:
+    b = SyntheticCriteo([50, 7, 1000] * 8 + [3, 9], seed=4, ids_per_feature=3).batch(0, 11)
+    parts = [b.samples(0, 4), b.samples(4, 4), b.samples(4, 11)]
+    assert [len(p) for p in parts] == [4, 0, 7]
+    for f in range(NUM_SPARSE):
+        _, ids = b.sparse.feature(f)
+        assert np.array_equal(np.concatenate([p.sparse.feature(f)[1] for p in parts]), ids)
+    assert np.array_equal(np.concatenate([p.dense for p in parts]), b.dense)
+    with pytest.raises(ValueError, match="within the batch of 11"):
+        b.samples(3, 12)

@@ -79,6 +79,18 @@ class SparseFeatures:
         start = int(per[:f].sum())
         return self.lengths[f], self.values[start:start + int(per[f])]
 
+    def samples(self, start: int, end: int) -> "SparseFeatures":
+        """Samples [start, end) of the batch (every feature's ids for them)."""
+        if not 0 <= start <= end <= self.batch_size:
+            raise ValueError(f"samples({start}, {end}): a range within the batch of {self.batch_size}")
+        per_sample = np.concatenate([np.zeros((self.num_features, 1), np.int64), np.cumsum(self.lengths, axis=1)],
+                                    axis=1)
+        feature_start = np.concatenate([[0], np.cumsum(self.lengths.sum(axis=1))])
+        parts = [self.values[feature_start[f] + per_sample[f, start]:feature_start[f] + per_sample[f, end]]
+                 for f in range(self.num_features)]
+        values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return SparseFeatures(self.lengths[:, start:end], values)
+
     def check_ids(self, table_sizes: Sequence[int]) -> None:
         """ValueError naming the feature when an id lies outside its table."""
         if len(table_sizes) != self.num_features:
@@ -100,6 +112,10 @@ class CriteoBatch:
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
+
+    def samples(self, start: int, end: int) -> "CriteoBatch":
+        """Samples [start, end) of the batch."""
+        return CriteoBatch(self.labels[start:end], self.dense[start:end], self.sparse.samples(start, end))
 
 
 def _dense_value(text: str, where: str) -> float:
