@@ -1,7 +1,13 @@
-"""DLRM on pymcoll: Criteo-schema data, sharded embedding tables and their
-all-to-all exchange (imported as ``pymcoll.algorithms.dlrm``). The table
-shards (``pymcoll.algorithms.dlrm.tables``) need torch and are imported on
-their own."""
+"""DLRM on pymcoll (imported as ``pymcoll.algorithms.dlrm``).
+
+Without torch: Criteo-schema data (:mod:`.data`), the placement of tables
+over ranks (:mod:`.planner`), metrics (:mod:`.metrics`), the emulated link
+(:mod:`.link`). With torch, imported on their own: the shards a rank owns
+(:mod:`.tables`), the all-to-all exchange (:mod:`.exchange`, on a
+:mod:`.transport`, with a :mod:`.codec` hook), the sharded embedding-bag
+collection (:mod:`.embedding`), the model (:mod:`.model`) and its
+checkpoints (:mod:`.checkpoint`).
+"""
 
 from .data import (CRITEO_KAGGLE_CARDINALITIES, NUM_DENSE, NUM_SPARSE, CriteoBatch, SparseFeatures,
                    SyntheticCriteo, cap_table_sizes, read_criteo)
