@@ -36,7 +36,7 @@ from pymcoll.algorithms.dlrm.checkpoint import latest_checkpoint, load_checkpoin
 from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 from pymcoll.algorithms.dlrm.metrics import log_loss, roc_auc
 from pymcoll.algorithms.dlrm.model import DLRM, DenseGradientAllreduce
-from pymcoll.algorithms.dlrm.transport import GlooTransport, PymcollTransport
+from pymcoll.algorithms.dlrm.transport import TorchDistributedTransport, PymcollTransport
 
 EVAL_BASE = 1 << 40  # held-out batches: indices no training step uses
 
@@ -56,8 +56,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--dense-lr", type=float, default=0.002, help="Adam's learning rate for the MLPs")
     ap.add_argument("--eval-samples", type=int, default=65536, help="held-out samples for loss and AUC")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (0: at the end only)")
-    ap.add_argument("--transport", default="pymcoll", choices=["pymcoll", "gloo"],
-                    help="run the exchange on pymcoll or on torch.distributed gloo")
+    ap.add_argument("--transport", default="pymcoll", choices=["pymcoll", "gloo", "torch-pymcoll"],
+                    help="the exchange on a pymcoll.Comm, or on torch.distributed with gloo or the pymcoll backend")
     ap.add_argument("--link-gbps", type=float, default=None, help="emulate a link of this bandwidth per rank")
     ap.add_argument("--checkpoint-dir", type=Path, default=None)
     ap.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end)")
@@ -137,16 +137,14 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size
     torch.set_num_threads(1)
-    if a.transport == "gloo":
-        import os
-
-        import torch.distributed as dist
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(comm.bcast(29500 + (os.getpid() % 2000) if rank == 0 else None)))
-        dist.init_process_group("gloo", rank=rank, world_size=size)
-        transport: Any = GlooTransport()
+    if a.transport == "pymcoll":
+        transport: Any = PymcollTransport(comm)
     else:
-        transport = PymcollTransport(comm)
+        import torch.distributed as dist
+
+        import pymcoll.torch  # noqa: F401 - registers "pymcoll", sets the rendezvous variables from MPI
+        dist.init_process_group("gloo" if a.transport == "gloo" else "pymcoll")
+        transport = TorchDistributedTransport()
     sizes = cap_table_sizes(CRITEO_KAGGLE_CARDINALITIES, a.cap)
     data = SyntheticCriteo(sizes, seed=a.seed, ids_per_feature=a.ids_per_feature)
     emb = ShardedEmbeddingBagCollection(sizes, a.dim, transport, kinds=a.sharding, pooling=a.pooling,

@@ -25,7 +25,7 @@ from mpi4py import MPI
 from pymcoll.algorithms.dlrm import CRITEO_KAGGLE_CARDINALITIES, SyntheticCriteo, cap_table_sizes
 from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 from pymcoll.algorithms.dlrm.model import DLRM, DenseGradientAllreduce
-from pymcoll.algorithms.dlrm.transport import GlooTransport, PymcollTransport
+from pymcoll.algorithms.dlrm.transport import TorchDistributedTransport, PymcollTransport
 
 PARTS = ("splits", "lengths", "ids", "pooled", "pooled_grad")
 
@@ -96,7 +96,7 @@ def main() -> None:
         a.dim, a.batch_size = dim, batch
         data = SyntheticCriteo(sizes, seed=0)
         impls = {"pymcoll": Trainer(PymcollTransport(comm), sizes, a, data, rank, size),
-                 "gloo": Trainer(GlooTransport(), sizes, a, data, rank, size)}
+                 "gloo": Trainer(TorchDistributedTransport(), sizes, a, data, rank, size)}
         samples: dict[str, list[dict[str, float]]] = {k: [] for k in impls}
         for t in impls.values():
             for _ in range(a.warmup):

@@ -44,8 +44,10 @@ def test_training_reaches_a_heldout_auc_above_0_7() -> None:
 
 def test_resume_continues_identically(tmp_path: Path) -> None:
     whole = train(2, "--steps", "12", "--print-losses", "--print-digest", *SMALL)
-    first = train(2, "--steps", "6", "--print-losses", "--checkpoint-dir", str(tmp_path), *SMALL)
+    first = train(2, "--steps", "6", "--print-losses", "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "2",
+                  *SMALL)
     assert (tmp_path / "latest").read_text().strip() == "step-00000006"
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-00000004", "step-00000006"]  # keep=2
     rest = train(2, "--steps", "12", "--print-losses", "--print-digest", "--checkpoint-dir", str(tmp_path),
                  "--resume", *SMALL)
     assert "resumed from" in rest and "at step 6" in rest
@@ -64,3 +66,12 @@ def test_checkpoint_loads_at_another_number_of_ranks(tmp_path: Path) -> None:
                    "--sharding", "column", *SMALL)
     digest = re.search(r"weights digest (\w+)", saved).group(1)
     assert re.search(r"weights digest (\w+)", loaded).group(1) == digest
+
+
+def test_every_transport_trains_alike() -> None:
+    """The exchange on pymcoll.Comm, on torch.distributed gloo and on the "pymcoll" torch backend:
+    at 2 ranks every sum has two terms, so the losses agree to the last bit."""
+    runs = {t: losses(train(2, "--steps", "3", "--print-losses", "--transport", t, *SMALL))
+            for t in ("pymcoll", "gloo", "torch-pymcoll")}
+    assert len(runs["pymcoll"]) == 3
+    assert runs["gloo"] == runs["pymcoll"] and runs["torch-pymcoll"] == runs["pymcoll"]

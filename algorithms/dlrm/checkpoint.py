@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -42,9 +43,12 @@ def _dense_state(model: torch.nn.Module) -> dict:
 
 def save_checkpoint(directory: Union[str, Path], model: torch.nn.Module, emb: ShardedEmbeddingBagCollection,
                     step: int, dense_optimizer: Optional[torch.optim.Optimizer] = None,
-                    extra: Optional[dict] = None) -> Path:
+                    extra: Optional[dict] = None, keep: int = 2) -> Path:
     """Writes step `step` of `model` (whose sparse part is `emb`) under
-    `directory`; a collective. Returns the step's directory."""
+    `directory`, keeping the `keep` newest step directories (0: all); a
+    collective. Returns the step's directory."""
+    if keep < 0:
+        raise ValueError(f"keep={keep}: the number of checkpoints to keep (0: all)")
     root = Path(directory)
     name = f"step-{step:08d}"
     where = root / name
@@ -79,6 +83,10 @@ def save_checkpoint(directory: Union[str, Path], model: torch.nn.Module, emb: Sh
         tmp = root / ".latest.tmp"
         tmp.write_text(name + "\n")
         os.replace(tmp, root / "latest")
+        if keep:
+            for old in sorted(root.glob("step-*"))[:-keep]:
+                if old.name != name:
+                    shutil.rmtree(old, ignore_errors=True)
     _agree_ok(emb.transport, True)
     return where
 

@@ -1,9 +1,10 @@
 """The collectives the embedding exchange runs on, behind one small interface.
 
 :class:`PymcollTransport` runs them on pymcoll's Alltoallv and Allreduce;
-:class:`GlooTransport` on torch.distributed (``all_to_all_single``,
-``all_reduce``), so that the same exchange can be compared on both in one
-run. Buffers are 1-D numpy arrays; counts are in elements.
+:class:`TorchDistributedTransport` on a torch.distributed process group
+(``all_to_all_single``, ``all_reduce``; gloo, for instance), so that the same
+exchange can be compared on both in one run. Buffers are 1-D numpy arrays;
+counts are in elements.
 """
 
 from __future__ import annotations
@@ -69,19 +70,19 @@ class PymcollTransport:
         self.comm.Allreduce(self._mpi.IN_PLACE, x, op=self._mpi.SUM)
 
 
-class GlooTransport:
-    """The exchange on torch.distributed (an initialized process group, gloo
-    for CPU tensors); `group` None is the default group."""
-
-    name = "gloo"
+class TorchDistributedTransport:
+    """The exchange on torch.distributed: an initialized process group of a
+    CPU backend (gloo, or pymcoll's "pymcoll"); `group` None is the default group."""
 
     def __init__(self, group: Optional[Any] = None) -> None:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            raise RuntimeError("GlooTransport: call torch.distributed.init_process_group('gloo', ...) first")
+            raise RuntimeError("TorchDistributedTransport: call torch.distributed.init_process_group(...) first "
+                               "(for example with the 'gloo' backend)")
         self._dist, self.group = dist, group
         self.rank, self.size = dist.get_rank(group), dist.get_world_size(group)
+        self.name = str(dist.get_backend(group))
 
     def alltoallv(self, send: np.ndarray, send_counts: Sequence[int], recv_counts: Sequence[int]) -> np.ndarray:
         import torch
