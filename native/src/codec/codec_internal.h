@@ -1,0 +1,66 @@
+/* Internal interfaces of the codec (native/src/codec). */
+#ifndef PMC_CODEC_INTERNAL_H
+#define PMC_CODEC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pymcoll_codec.h"
+
+/* Scratch memory reused across calls (grown on demand, never shrunk). */
+struct pmc_codec_ctx {
+    uint32_t crc_tables[8][256];
+    uint32_t *row_map; /* per row: its distinct row's index */
+    size_t row_map_cap;
+    uint32_t *first; /* per distinct row: the first row holding it */
+    size_t first_cap;
+    uint32_t *slots; /* dedup hash table: row index + 1, 0 = empty */
+    size_t slots_cap;
+    uint16_t *symbols; /* distinct rows' symbols: 0 = exception, else zigzag(code) + 1 */
+    size_t symbols_cap;
+    uint8_t *exceptions; /* exact values, in the dtype's bytes, in symbol order */
+    size_t exceptions_cap;
+    uint8_t *work; /* an encoded candidate, or a plane of bytes */
+    size_t work_cap;
+    uint8_t *work2;
+    size_t work2_cap;
+};
+
+/* Grows *buf to hold `bytes`; 0 on success. */
+int pmc_codec_grow(void **buf, size_t *cap, size_t bytes);
+
+/* CRC-32 (the zlib polynomial) of data[0..len), continuing from crc (0 to
+ * start): sliced with the context's tables, or bit by bit (short inputs). */
+void pmc_codec_crc32_tables(uint32_t tables[8][256]);
+uint32_t pmc_codec_crc32(const uint32_t tables[8][256], uint32_t crc, const void *data, size_t len);
+uint32_t pmc_codec_crc32_bits(uint32_t crc, const void *data, size_t len);
+
+/* dtype conversions: element i of `row` as a double; a double rounded to the
+ * dtype as the decoder stores it (back as a double); storing into a row. */
+double pmc_codec_load(const void *row, size_t i, int dtype);
+double pmc_codec_round(double v, int dtype);
+void pmc_codec_store(void *row, size_t i, int dtype, double v);
+
+/* Finds the distinct rows: fills ctx->row_map (rows entries) and ctx->first
+ * (*unique entries, in order of first appearance). */
+int pmc_codec_dedup(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t rows, size_t row_bytes, uint32_t *unique);
+
+/* Packs n values of `bits` bits (1-16) LSB first; returns the bytes written
+ * (out must hold pmc_codec_packed_bytes(n, bits)). */
+uint64_t pmc_codec_packed_bytes(uint64_t n, unsigned bits);
+void pmc_codec_pack(const uint16_t *values, uint64_t n, unsigned bits, uint8_t *out);
+void pmc_codec_pack32(const uint32_t *values, uint64_t n, unsigned bits, uint8_t *out);
+/* Unpacks; the input must hold pmc_codec_packed_bytes(n, bits) bytes. */
+void pmc_codec_unpack(const uint8_t *in, uint64_t n, unsigned bits, uint16_t *out);
+void pmc_codec_unpack32(const uint8_t *in, uint64_t n, unsigned bits, uint32_t *out);
+
+/* Huffman coding of a byte stream: the most bytes a block can take, encode
+ * (returns bytes written), decode (PMC_CODEC_OK or PMC_CODEC_ECORRUPT;
+ * *used gets the block's size). The output stride lets a plane of 16-bit
+ * symbols be written in place. */
+uint64_t pmc_codec_huffman_max_bytes(uint64_t n);
+uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out);
+int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint8_t *out, size_t stride,
+                             uint64_t *used, char *msg, size_t msg_len);
+
+#endif

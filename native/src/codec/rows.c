@@ -1,0 +1,71 @@
+/* Distinct rows of a batch: pooled embeddings of the same ids are the same
+ * bytes, and a batch of a low-cardinality table holds few distinct rows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_internal.h"
+
+int pmc_codec_grow(void **buf, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return 0;
+    size_t want = *cap ? *cap : 4096;
+    while (want < bytes) {
+        if (want > SIZE_MAX / 2) {
+            want = bytes;
+            break;
+        }
+        want *= 2;
+    }
+    void *p = realloc(*buf, want);
+    if (!p) return -1;
+    *buf = p;
+    *cap = want;
+    return 0;
+}
+
+static uint64_t row_hash(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
+    h ^= h >> 29;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 32);
+}
+
+int pmc_codec_dedup(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t rows, size_t row_bytes, uint32_t *unique) {
+    size_t nslots = 16;
+    while (nslots < 2 * rows) nslots *= 2;
+    if (pmc_codec_grow((void **)&ctx->slots, &ctx->slots_cap, nslots * sizeof(uint32_t)) ||
+        pmc_codec_grow((void **)&ctx->row_map, &ctx->row_map_cap, (size_t)rows * sizeof(uint32_t) + 4) ||
+        pmc_codec_grow((void **)&ctx->first, &ctx->first_cap, (size_t)rows * sizeof(uint32_t) + 4))
+        return PMC_CODEC_ENOMEM;
+    uint32_t *slots = ctx->slots;
+    memset(slots, 0, nslots * sizeof(uint32_t));
+    uint32_t n = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *row = in + r * row_bytes;
+        size_t s = (size_t)row_hash(row, row_bytes) & (nslots - 1);
+        for (;;) {
+            uint32_t held = slots[s];
+            if (held == 0) {
+                /* A new distinct row. */
+                slots[s] = (uint32_t)r + 1;
+                ctx->first[n] = (uint32_t)r;
+                ctx->row_map[r] = n++;
+                break;
+            }
+            if (memcmp(in + (uint64_t)(held - 1) * row_bytes, row, row_bytes) == 0) {
+                ctx->row_map[r] = ctx->row_map[held - 1];
+                break;
+            }
+            s = (s + 1) & (nslots - 1);
+        }
+    }
+    *unique = n;
+    return PMC_CODEC_OK;
+}

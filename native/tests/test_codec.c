@@ -1,0 +1,213 @@
+/* The codec without Python: the error bound on every element for random
+ * tensors of each dtype, bound and stage (repeated rows, constant rows,
+ * NaN and infinities, extreme and subnormal values); every truncation and
+ * every single-byte change of valid buffers rejected with ECORRUPT (never a
+ * read out of bounds: run under AddressSanitizer and valgrind); bad
+ * arguments; the 16-bit conversions at known values.
+ *
+ * PMC_TEST_QUICK=1: fewer cases (valgrind). */
+#include <math.h>
+
+#include "codec/codec_internal.h"
+#include "testutil.h"
+
+static int g_quick;
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+
+static uint64_t next_u64(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static double uniform(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
+
+/* A (rows x cols) float64 pattern of the given kind. */
+static void fill(double *x, uint32_t rows, uint32_t cols, int kind) {
+    uint32_t pool = 1 + (uint32_t)(next_u64() % 7);
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t c = 0; c < cols; c++) {
+            double v;
+            switch (kind) {
+            case 0: v = (uniform() - 0.5) * 0.2; break;                      /* embeddings */
+            case 1: v = ((r % pool) * 31 + c) % 17 * 0.01 - 0.08; break;     /* few distinct rows */
+            case 2: v = 1.25; break;                                          /* constant */
+            case 3: v = (uniform() - 0.5) * 6e4; break;                      /* wide range (float16's edge) */
+            case 4: v = 1.0 + uniform() * 1e-6; break;                        /* tiny range */
+            case 5: v = (uniform() < 0.5 ? -1 : 1) * ldexp(uniform(), (int)(next_u64() % 200) - 100); break;
+            default: v = uniform(); break;
+            }
+            if (kind == 6) { /* specials sprinkled in */
+                uint64_t k = next_u64() % 10;
+                v = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : v;
+            }
+            x[(size_t)r * cols + c] = v;
+        }
+}
+
+static void check_roundtrip(pmc_codec_ctx *ctx, int dtype, uint32_t rows, uint32_t cols, int kind, double bound,
+                            int relative, int stage) {
+    size_t es = pmc_codec_dtype_size(dtype), n = (size_t)rows * cols;
+    double *x = malloc(n * sizeof(double) + 8);
+    uint8_t *in = malloc(n * es + 8), *dec = malloc(n * es + 8);
+    uint64_t cap = pmc_codec_max_bytes(rows, cols, dtype);
+    uint8_t *buf = malloc(cap);
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    fill(x, rows, cols, kind);
+    for (size_t i = 0; i < n; i++) pmc_codec_store(in, i, dtype, x[i]);
+    uint64_t len = 0;
+    int rc = pmc_codec_compress(ctx, in, rows, cols, dtype, bound, relative, stage, buf, cap, &len, msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    pmc_codec_header h;
+    rc = pmc_codec_read_header(buf, len, &h, msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    rc = pmc_codec_decompress(ctx, buf, len, dec, n * es, msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    /* The bound applied: recomputed here from the finite values. */
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double v = pmc_codec_load(in, i, dtype);
+        if (isfinite(v)) {
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+    }
+    double want = relative ? (hi >= lo ? bound * (hi - lo) : 0.0) : bound;
+    if (h.stage != PMC_CODEC_STAGE_EXACT)
+        CHECK(fabs(h.bound - want) <= 1e-12 * want, "bound %g, expected %g", h.bound, want);
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 3; i++) {
+        double a = pmc_codec_load(in, i, dtype), b = pmc_codec_load(dec, i, dtype);
+        int same = (isnan(a) && isnan(b)) || a == b || fabs(a - b) <= h.bound;
+        if (h.stage == PMC_CODEC_STAGE_EXACT) same = memcmp(in + i * es, dec + i * es, es) == 0;
+        if (!same) {
+            bad++;
+            CHECK(same, "dtype %d kind %d stage %d bound %g: element %zu is %.17g, decoded %.17g (bound %g)", dtype,
+                  kind, stage, bound, i, a, b, h.bound);
+        }
+    }
+    free(x);
+    free(in);
+    free(dec);
+    free(buf);
+}
+
+/* Every truncation and every single-byte change of a valid buffer: ECORRUPT (or EVERSION). */
+static void check_corruption(pmc_codec_ctx *ctx, int stage, int kind) {
+    uint32_t rows = 48, cols = 9;
+    size_t n = (size_t)rows * cols;
+    double *x = malloc(n * sizeof(double));
+    float *in = malloc(n * 4), *dec = malloc(n * 4);
+    uint64_t cap = pmc_codec_max_bytes(rows, cols, PMC_CODEC_F32);
+    uint8_t *buf = malloc(cap), *copy = malloc(cap);
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    fill(x, rows, cols, kind);
+    for (size_t i = 0; i < n; i++) in[i] = (float)x[i];
+    uint64_t len = 0;
+    int rc = pmc_codec_compress(ctx, in, rows, cols, PMC_CODEC_F32, 0.02, 1, stage, buf, cap, &len, msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    for (uint64_t cut = 0; cut < len; cut++) {
+        /* An exact-size heap copy: any read past `cut` is an ASan/valgrind error. */
+        uint8_t *t = malloc(cut ? cut : 1);
+        memcpy(t, buf, cut);
+        rc = pmc_codec_decompress(ctx, t, cut, dec, n * 4, msg, sizeof msg);
+        CHECK(rc == PMC_CODEC_ECORRUPT, "truncated to %llu of %llu: status %d", (unsigned long long)cut,
+              (unsigned long long)len, rc);
+        free(t);
+    }
+    uint64_t step = g_quick ? 7 : 1;
+    for (uint64_t at = 0; at < len; at += step) {
+        for (int flip = 1; flip < 256; flip <<= 2) {
+            memcpy(copy, buf, len);
+            copy[at] ^= (uint8_t)flip;
+            rc = pmc_codec_decompress(ctx, copy, len, dec, n * 4, msg, sizeof msg);
+            CHECK(rc == PMC_CODEC_ECORRUPT || rc == PMC_CODEC_EVERSION, "byte %llu ^ 0x%x: status %d",
+                  (unsigned long long)at, flip, rc);
+        }
+    }
+    free(x);
+    free(in);
+    free(dec);
+    free(buf);
+    free(copy);
+}
+
+static void check_bad_arguments(pmc_codec_ctx *ctx) {
+    float in[4] = {1, 2, 3, 4};
+    uint8_t out[512];
+    uint64_t len;
+    char msg[PMC_CODEC_MESSAGE_BYTES];
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, PMC_CODEC_F32, 0.0, 1, -1, out, sizeof out, &len, msg, sizeof msg) ==
+              PMC_CODEC_EINVAL, "bound 0 accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, PMC_CODEC_F32, NAN, 1, -1, out, sizeof out, &len, msg, sizeof msg) ==
+              PMC_CODEC_EINVAL, "NaN bound accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, 7, 0.1, 1, -1, out, sizeof out, &len, msg, sizeof msg) == PMC_CODEC_EINVAL,
+          "dtype 7 accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 0, PMC_CODEC_F32, 0.1, 1, -1, out, sizeof out, &len, msg, sizeof msg) ==
+              PMC_CODEC_EINVAL, "0 columns accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, PMC_CODEC_F32, 0.1, 1, 9, out, sizeof out, &len, msg, sizeof msg) ==
+              PMC_CODEC_EINVAL, "stage 9 accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, PMC_CODEC_F32, 0.1, 1, -1, out, 65, &len, msg, sizeof msg) ==
+              PMC_CODEC_ESPACE, "a too small output accepted");
+    CHECK(pmc_codec_compress(ctx, in, 2, 2, PMC_CODEC_F32, 0.1, 1, -1, out, sizeof out, &len, msg, sizeof msg) ==
+              PMC_CODEC_OK, "a good call after bad ones failed: %s", msg);
+    float dec[4];
+    CHECK(pmc_codec_decompress(ctx, out, len, dec, 12, msg, sizeof msg) == PMC_CODEC_EINVAL, "short output accepted");
+    out[4] = 2;
+    CHECK(pmc_codec_read_header(out, len, &(pmc_codec_header){0}, msg, sizeof msg) == PMC_CODEC_EVERSION,
+          "version 2 accepted");
+}
+
+static void check_conversions(void) {
+    /* float16: the largest normal, the smallest subnormal, rounding to even, overflow. */
+    uint8_t h[2];
+    pmc_codec_store(h, 0, PMC_CODEC_F16, 65504.0);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_F16) == 65504.0, "f16 max");
+    pmc_codec_store(h, 0, PMC_CODEC_F16, 0x1p-24);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_F16) == 0x1p-24, "f16 smallest subnormal");
+    pmc_codec_store(h, 0, PMC_CODEC_F16, 1.0 + 0x1p-11);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_F16) == 1.0, "f16 ties to even");
+    pmc_codec_store(h, 0, PMC_CODEC_F16, 65520.0);
+    CHECK(isinf(pmc_codec_load(h, 0, PMC_CODEC_F16)), "f16 overflow");
+    pmc_codec_store(h, 0, PMC_CODEC_F16, -0x1p-14);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_F16) == -0x1p-14, "f16 smallest normal");
+    pmc_codec_store(h, 0, PMC_CODEC_BF16, 1.0 + 0x1p-8);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_BF16) == 1.0, "bf16 ties to even");
+    pmc_codec_store(h, 0, PMC_CODEC_BF16, 3.0);
+    CHECK(pmc_codec_load(h, 0, PMC_CODEC_BF16) == 3.0, "bf16 exact");
+    /* CRC-32 of "123456789" is 0xCBF43926, both ways. */
+    uint32_t tables[8][256];
+    pmc_codec_crc32_tables(tables);
+    CHECK(pmc_codec_crc32(tables, 0, "123456789", 9) == 0xCBF43926u, "crc32 sliced");
+    CHECK(pmc_codec_crc32_bits(0, "123456789", 9) == 0xCBF43926u, "crc32 bitwise");
+}
+
+int main(void) {
+    const char *q = getenv("PMC_TEST_QUICK");
+    g_quick = q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
+    pmc_codec_ctx *ctx = pmc_codec_ctx_new();
+    CHECK(ctx != NULL, "no context");
+    if (!ctx) return 1;
+    check_conversions();
+    check_bad_arguments(ctx);
+    const double bounds[] = {1e-9, 1e-4, 0.01, 0.05, 0.5};
+    const int stages[] = {PMC_CODEC_STAGE_AUTO, PMC_CODEC_STAGE_EXACT, PMC_CODEC_STAGE_PACKED, PMC_CODEC_STAGE_HUFFMAN};
+    const uint32_t shapes[][2] = {{1, 1}, {3, 5}, {64, 16}, {257, 3}, {0, 4}};
+    int cases = 0;
+    for (int dtype = 0; dtype < 3; dtype++)
+        for (int kind = 0; kind < 7; kind++)
+            for (size_t b = 0; b < sizeof bounds / sizeof *bounds; b++)
+                for (int s = 0; s < 4; s++)
+                    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
+                        if (g_quick && (next_u64() % 4)) continue;
+                        check_roundtrip(ctx, dtype, shapes[sh][0], shapes[sh][1], kind, bounds[b], (int)(b & 1),
+                                        stages[s]);
+                        cases++;
+                    }
+    for (int s = 0; s < 4; s++)
+        for (int kind = 0; kind < 7; kind += g_quick ? 3 : 1) check_corruption(ctx, stages[s], kind);
+    pmc_codec_ctx_free(ctx);
+    printf("codec: %d round trips, corruption checks: %s\n", cases, t_failures ? "FAILED" : "ok");
+    return t_failures ? 1 : 0;
+}
