@@ -16,6 +16,7 @@ rank computes with does not depend on where the tables were placed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,6 +48,9 @@ class Codec:
     """
 
     name = "identity"
+
+    def attach(self, exchange: Any) -> None:
+        """Called once by the exchange that uses the codec (it may read the emulated link)."""
 
     def applies(self, direction: str) -> bool:
         """Whether blocks of this direction go through the codec."""

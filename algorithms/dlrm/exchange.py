@@ -54,6 +54,8 @@ class Exchange:
         self.rank, self.size = transport.rank, transport.size
         self.limiter = LinkLimiter(link_gbps, link_latency_us)
         self.codec = codec
+        if codec is not None:
+            codec.attach(self)
         self.timer = ExchangeTimer()
         self.step = 0  # forward exchanges so far (BlockInfo.step)
 

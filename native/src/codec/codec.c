@@ -21,6 +21,10 @@
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the codec's format is written for little-endian hosts"
 #endif
+#include <float.h>
+#if FLT_EVAL_METHOD != 0
+#error "round_near needs double arithmetic evaluated in double precision"
+#endif
 
 static const uint8_t MAGIC[4] = {'P', 'M', 'C', 'Z'};
 #define MAX_CODE 32767.0 /* |code| <= 32767: zigzag(code) + 1 fits 16 bits */
@@ -247,6 +251,15 @@ static double value_range(const pmc_codec_ctx *ctx, const plan *pl) {
     return hi >= lo ? hi - lo : 0.0;
 }
 
+/* Round to nearest (even) without a libm call: exact for |t| < 2^51, and a
+ * value far from any code beyond, which the range check then rejects. */
+static inline double round_near(double t) { return (t + 0x1.8p52) - 0x1.8p52; }
+
+static inline unsigned zigzag_symbol(double q) {
+    int64_t code = (int64_t)q;
+    return (unsigned)(((uint64_t)code << 1) ^ (uint64_t)(code >> 63)) + 1u;
+}
+
 /* Symbols and exceptions of the distinct rows. */
 static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     if (pmc_codec_grow((void **)&ctx->symbols, &ctx->symbols_cap, pl->n_sym * 2 + 16) ||
@@ -260,19 +273,26 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     unsigned max_sym = 0;
     for (uint32_t u = 0; u < pl->unique; u++) {
         const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
-        for (uint32_t c = 0; c < pl->cols; c++) {
-            double x = pmc_codec_load(row, c, pl->dtype);
-            double q = nearbyint(x * inv);
-            unsigned s = 0;
-            if (fabs(q) <= MAX_CODE) { /* false for NaN and infinities */
-                double dec = pmc_codec_round(q * step, pl->dtype);
-                if (fabs(x - dec) <= b) {
-                    int64_t code = (int64_t)q;
-                    s = (unsigned)(((uint64_t)code << 1) ^ (uint64_t)(code >> 63)) + 1u;
-                }
+        if (pl->dtype == PMC_CODEC_F32) {
+            for (uint32_t c = 0; c < pl->cols; c++) {
+                float f;
+                memcpy(&f, row + 4 * c, 4);
+                double x = f, q = round_near(x * inv);
+                unsigned s = 0;
+                /* fabs(x - dec) <= b is false for NaN and infinities. */
+                if (fabs(q) <= MAX_CODE && fabs(x - (double)(float)(q * step)) <= b) s = zigzag_symbol(q);
+                if (!s) memcpy(exc + (size_t)n_exc++ * 4, &f, 4);
+                max_sym = s > max_sym ? s : max_sym;
+                *sym++ = (uint16_t)s;
             }
+            continue;
+        }
+        for (uint32_t c = 0; c < pl->cols; c++) {
+            double x = pmc_codec_load(row, c, pl->dtype), q = round_near(x * inv);
+            unsigned s = 0;
+            if (fabs(q) <= MAX_CODE && fabs(x - pmc_codec_round(q * step, pl->dtype)) <= b) s = zigzag_symbol(q);
             if (!s) memcpy(exc + (size_t)n_exc++ * pl->es, row + c * pl->es, pl->es);
-            if (s > max_sym) max_sym = s;
+            max_sym = s > max_sym ? s : max_sym;
             *sym++ = (uint16_t)s;
         }
     }
@@ -462,6 +482,14 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
         const uint8_t *exc = payload + at;
         uint32_t used_exc = 0;
         const double step = 2.0 * h.bound;
+        /* 8-bit symbols: each one's element, computed once. */
+        uint8_t value[256 * 4];
+        int narrow = !(h.flags & PMC_CODEC_FLAG_WIDE);
+        if (narrow)
+            for (uint32_t s = 1; s < 256; s++) {
+                uint32_t z = s - 1u;
+                pmc_codec_store(value, s, (int)h.dtype, (double)((int64_t)(z >> 1) ^ -(int64_t)(z & 1u)) * step);
+            }
         for (uint32_t u = 0; u < unique; u++) {
             uint8_t *row = out + (uint64_t)ctx->first[u] * row_bytes;
             const uint16_t *s = sym + (uint64_t)u * h.cols;
@@ -470,11 +498,13 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
                     if (used_exc == h.exceptions)
                         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "more exception marks than exceptions");
                     memcpy(row + c * es, exc + (uint64_t)used_exc++ * es, es);
-                    continue;
+                } else if (narrow) {
+                    memcpy(row + c * es, value + (size_t)s[c] * es, es);
+                } else {
+                    uint32_t z = (uint32_t)s[c] - 1u;
+                    int64_t code = (int64_t)(z >> 1) ^ -(int64_t)(z & 1u);
+                    pmc_codec_store(row, c, (int)h.dtype, (double)code * step);
                 }
-                uint32_t z = (uint32_t)s[c] - 1u;
-                int64_t code = (int64_t)(z >> 1) ^ -(int64_t)(z & 1u);
-                pmc_codec_store(row, c, (int)h.dtype, (double)code * step);
             }
         }
         if (used_exc != h.exceptions)

@@ -1,0 +1,73 @@
+"""The error-bounded codec in the DLRM exchange: blocks decode within the
+adaptive bound, gradients pass untouched unless asked, the bypass sends raw
+blocks when the link is fast, and the exchange across ranks stays within the
+bound of the uncompressed one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds  # noqa: E402
+from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec  # noqa: E402
+from pymcoll.algorithms.dlrm.codec import BACKWARD, FORWARD, BlockInfo  # noqa: E402
+
+
+def block(rows: int = 512, cols: int = 16, distinct: int = 40, seed: int = 0) -> torch.Tensor:
+    g = np.random.default_rng(seed)
+    pool = (g.standard_normal((distinct, cols)) * 0.1).astype(np.float32)
+    return torch.from_numpy(pool[g.integers(0, distinct, rows)])
+
+
+def info(table_rows: int, step: int, shape: tuple[int, int], direction: str = FORWARD) -> BlockInfo:
+    return BlockInfo(direction, 3, table_rows, 0, 1, shape, step)
+
+
+@pytest.mark.parametrize("table_rows,step", [(10**7, 0), (10**7, 2000), (500, 0), (5000, 700)])
+def test_blocks_decode_within_the_adaptive_bound(table_rows: int, step: int) -> None:
+    bound = AdaptiveBound(TableBounds(), IterationSchedule(phase=1000, kind="linear"))
+    codec = ErrorBoundedCodec(bound, calibrate=False)
+    x = block()
+    i = info(table_rows, step, tuple(x.shape))
+    data = codec.encode(x, i)
+    assert data[0] == 1 and data.size < x.numel() * 4 / 5
+    y = codec.decode(data, i)
+    rel = bound(table_rows, step)
+    assert float((y.double() - x.double()).abs().max()) <= rel * float(x.max() - x.min())
+    assert codec.stats.blocks == 1 and codec.stats.ratio > 5
+
+
+def test_gradients_are_not_compressed_unless_asked() -> None:
+    assert not ErrorBoundedCodec(calibrate=False).applies(BACKWARD)
+    assert ErrorBoundedCodec(calibrate=False).applies(FORWARD)
+    assert ErrorBoundedCodec(backward=True, calibrate=False).applies(BACKWARD)
+
+
+def test_bypass_on_a_fast_link_and_not_on_a_slow_one() -> None:
+    x = block(2048, 64, 300)
+    fast = ErrorBoundedCodec(link_gbps=10_000, probe_every=10)
+    slow = ErrorBoundedCodec(link_gbps=0.5, probe_every=10)
+    kinds = {"fast": [], "slow": []}
+    for step in range(12):
+        for name, codec in (("fast", fast), ("slow", slow)):
+            data = codec.encode(x, info(10**7, step, tuple(x.shape)))
+            kinds[name].append(int(data[0]))
+            assert torch.equal(codec.decode(data, info(10**7, step, tuple(x.shape))), x) or data[0] == 1
+    # The first block of a table is compressed to measure its ratio, then again every probe_every steps.
+    assert kinds["fast"] == [1] + [0] * 9 + [1, 0]
+    assert kinds["slow"] == [1] * 12
+    assert fast.stats.bypassed == 10 and slow.stats.bypassed == 0
+
+
+def test_a_bad_block_kind_is_an_error() -> None:
+    codec = ErrorBoundedCodec(calibrate=False)
+    with pytest.raises(ValueError, match="block kind 7"):
+        codec.decode(np.array([7, 0, 0, 0], np.uint8), info(10, 0, (1, 1)))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_exchange_with_the_codec_stays_within_the_bound(mpirun, n: int) -> None:
+    proc = mpirun(n, "dlrm_codec", timeout=240)
+    assert f"within the bound at {n} ranks" in proc.stdout
