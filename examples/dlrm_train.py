@@ -59,6 +59,12 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--transport", default="pymcoll", choices=["pymcoll", "gloo", "torch-pymcoll"],
                     help="the exchange on a pymcoll.Comm, or on torch.distributed with gloo or the pymcoll backend")
     ap.add_argument("--link-gbps", type=float, default=None, help="emulate a link of this bandwidth per rank")
+    ap.add_argument("--compress", action="store_true",
+                    help="compress the pooled embeddings with the error-bounded codec (adaptive bound)")
+    ap.add_argument("--compress-phase", type=int, default=1000,
+                    help="iterations over which the bound's multiplier decays from 2x to 1x")
+    ap.add_argument("--compress-backward", action="store_true", help="compress the gradients too")
+    ap.add_argument("--no-bypass", action="store_true", help="compress even where the link is fast enough not to")
     ap.add_argument("--checkpoint-dir", type=Path, default=None)
     ap.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: at the end)")
     ap.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --checkpoint-dir")
@@ -147,8 +153,15 @@ def main() -> None:
         transport = TorchDistributedTransport()
     sizes = cap_table_sizes(CRITEO_KAGGLE_CARDINALITIES, a.cap)
     data = SyntheticCriteo(sizes, seed=a.seed, ids_per_feature=a.ids_per_feature)
+    codec = None
+    if a.compress:
+        from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds
+        from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec
+        codec = ErrorBoundedCodec(AdaptiveBound(TableBounds(), IterationSchedule(phase=a.compress_phase)),
+                                  backward=a.compress_backward, bypass=not a.no_bypass)
     emb = ShardedEmbeddingBagCollection(sizes, a.dim, transport, kinds=a.sharding, pooling=a.pooling,
-                                        optimizer=a.emb_optimizer, lr=a.emb_lr, seed=a.seed, link_gbps=a.link_gbps)
+                                        optimizer=a.emb_optimizer, lr=a.emb_lr, seed=a.seed, link_gbps=a.link_gbps,
+                                        codec=codec)
     model = DLRM(emb, bottom=(64,), top=(128, 64), seed=a.seed)
     dense_opt = torch.optim.Adam(model.dense_parameters(), lr=a.dense_lr)
     sync = DenseGradientAllreduce(model.dense_parameters(), transport)
@@ -226,6 +239,11 @@ def main() -> None:
         print(f"  {'dense_allred':<14}{dense_time / per * 1e3:>10.3f}{1:>12.1f}"
               f"{sync._flat.nbytes / 1024:>15.1f}")
         print(f"  {'compute':<14}{(compute_time - timer.total()) / per * 1e3:>10.3f}")
+        if codec is not None:
+            st = codec.stats
+            print(f"codec: {st.blocks} blocks, {st.bypassed} bypassed, ratio {st.ratio:.1f} "
+                  f"({st.raw_bytes / 2**20:.1f} MiB -> {st.sent_bytes / 2**20:.2f} MiB), "
+                  f"encode {st.encode_s / per * 1e3:.2f} ms/step, decode {st.decode_s / per * 1e3:.2f} ms/step")
         if weights_digest is not None:
             print(f"weights digest {weights_digest}")
         if a.json:
@@ -234,7 +252,9 @@ def main() -> None:
                 "link_gbps": a.link_gbps, "seconds": elapsed, "steps_per_s": steps_run / max(elapsed, 1e-9),
                 "heldout_loss": ev_loss, "heldout_auc": ev_auc, "history": history,
                 "exchange_ms_per_step": {k: v / per * 1e3 for k, v in timer.seconds.items()},
-                "dense_allreduce_ms_per_step": dense_time / per * 1e3}, indent=1))
+                "dense_allreduce_ms_per_step": dense_time / per * 1e3,
+                "codec": None if codec is None else {"blocks": codec.stats.blocks, "bypassed": codec.stats.bypassed,
+                                                     "ratio": codec.stats.ratio}}, indent=1))
 
 
 if __name__ == "__main__":

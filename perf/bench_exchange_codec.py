@@ -1,0 +1,130 @@
+"""The DLRM embedding exchange with and without the codec over emulated links of 1, 4 and 10 Gb/s.
+
+    python perf/bench_exchange_codec.py             # 2 ranks -> results/exchange_codec.json
+    python perf/bench_exchange_codec.py --np 2 --links 1,4,10 --iters 8
+
+Starts itself under mpiexec. Every rank holds a batch of --batch-size
+samples of the Criteo schema (tables capped at --cap rows, dimension --dim);
+the embedding collection runs over an emulated link per rank
+(``link_gbps``) with the error-bounded codec (adaptive bound, automatic
+bypass) or without. Timed per iteration, slowest rank, median: the forward
+exchange end to end (ids out, lookup, pooled embeddings back, with encoding,
+the size exchange and decoding) and the backward gradient exchange
+(uncompressed unless --compress-backward). The two variants alternate in
+blocks at each link speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker(a: argparse.Namespace) -> None:
+    import torch
+    from mpi4py import MPI
+
+    from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec
+    from pymcoll.algorithms.dlrm import CRITEO_KAGGLE_CARDINALITIES, SyntheticCriteo, cap_table_sizes
+    from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
+
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.rank, comm.size
+    sizes = cap_table_sizes(CRITEO_KAGGLE_CARDINALITIES, a.cap)
+    data = SyntheticCriteo(sizes, seed=1)
+    records = []
+    for gbps in [float(x) for x in a.links.split(",")]:
+        variants = {}
+        for name in ("raw", "codec"):
+            codec = ErrorBoundedCodec(backward=a.compress_backward) if name == "codec" else None
+            variants[name] = (ShardedEmbeddingBagCollection(sizes, a.dim, comm, seed=0, codec=codec, link_gbps=gbps),
+                              codec)
+        times: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
+        for it in range(a.iters + 2):
+            order = list(variants) if it % 2 == 0 else list(reversed(variants))
+            for name in order:
+                emb, _ = variants[name]
+                batch = data.batch(it * size + rank, a.batch_size)
+                comm.Barrier()
+                t0 = time.perf_counter()
+                out = emb(batch.sparse)
+                t1 = time.perf_counter()
+                out.sum().backward()
+                t2 = time.perf_counter()
+                emb.zero_grad()
+                if it >= 2:  # two warm-up rounds
+                    times[name].append((t1 - t0, t2 - t1))
+        for name, rows in times.items():
+            local = np.array(rows)
+            slowest = np.empty_like(local)
+            comm.Allreduce(local, slowest, op=MPI.MAX)
+            codec = variants[name][1]
+            if rank == 0:
+                rec = {"link_gbps": gbps, "variant": name, "forward_ms": float(np.median(slowest[:, 0])) * 1e3,
+                       "backward_ms": float(np.median(slowest[:, 1])) * 1e3,
+                       "pooled_bytes_sent_per_iter": variants[name][0].exchange.timer.sent_bytes.get("pooled", 0)
+                       / (a.iters + 2)}
+                if codec is not None:
+                    rec.update(ratio=codec.stats.ratio, blocks=codec.stats.blocks, bypassed=codec.stats.bypassed)
+                records.append(rec)
+    if rank == 0:
+        print("RESULT " + json.dumps({"ranks": size, "records": records}), flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--links", default="1,4,10")
+    ap.add_argument("--batch-size", type=int, default=4096, help="samples per rank")
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--cap", type=int, default=100_000)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--compress-backward", action="store_true")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "exchange_codec.json")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(a)
+        return 0
+    from pymcoll.cli import launch
+
+    argv = [a for a in sys.argv[1:]]
+    cmd, env = launch.mpiexec_command(a.np, [sys.executable, "-P", str(Path(__file__).resolve()), *argv, "--worker"])
+    print("running:", " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    result = next((json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if result is None:
+        print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+        return 1
+    print(f"# embedding exchange, {result['ranks']} ranks, {a.batch_size} samples per rank, dim {a.dim}: "
+          "ms per iteration (median, slowest rank)")
+    print(f"# {'Gb/s':>5} {'variant':<8}{'forward':>10}{'backward':>10}{'ratio':>8}{'bypassed':>10}{'fwd speedup':>13}")
+    by = {(r["link_gbps"], r["variant"]): r for r in result["records"]}
+    for r in result["records"]:
+        raw = by[(r["link_gbps"], "raw")]
+        speed = raw["forward_ms"] / r["forward_ms"]
+        extra = f"{r.get('ratio', 1.0):>8.1f}{str(r.get('bypassed', '-')) + '/' + str(r.get('blocks', '-')):>10}"
+        print(f"  {r['link_gbps']:>5g} {r['variant']:<8}{r['forward_ms']:>10.1f}{r['backward_ms']:>10.1f}{extra}"
+              f"{speed:>13.2f}")
+    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    doc = {"date": datetime.date.today().isoformat(), "commit": commit, "args": {k: v for k, v in vars(a).items()
+                                                                                 if k != "out"}, **result}
+    doc["args"]["out"] = str(a.out)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
