@@ -194,7 +194,9 @@ int pmc_codec_read_header(const void *buf, uint64_t len, pmc_codec_header *h, ch
     if ((uint64_t)h->exceptions > (uint64_t)h->unique_rows * h->cols)
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "%u exceptions for %llu coded elements", h->exceptions,
                    (unsigned long long)h->unique_rows * h->cols);
-    if (h->stage == PMC_CODEC_STAGE_PACKED ? (h->code_bits < 1 || h->code_bits > 16) : h->code_bits != 0)
+    if (h->stage == PMC_CODEC_STAGE_PACKED
+            ? (h->code_bits < 1 || h->code_bits > ((h->flags & PMC_CODEC_FLAG_WIDE) ? 16u : 8u))
+            : h->code_bits != 0)
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "invalid code width %u", h->code_bits);
     if (h->stage != PMC_CODEC_STAGE_EXACT && h->unique_rows && !(h->bound > 0))
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "coded stage with a zero bound");
@@ -493,13 +495,26 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
         for (uint32_t u = 0; u < unique; u++) {
             uint8_t *row = out + (uint64_t)ctx->first[u] * row_bytes;
             const uint16_t *s = sym + (uint64_t)u * h.cols;
+            if (narrow && es == 4) {
+                /* The common case, with fixed-size copies the compiler turns into moves. */
+                for (uint32_t c = 0; c < h.cols; c++) {
+                    if (s[c] == 0) {
+                        if (used_exc == h.exceptions)
+                            return err(msg, msg_len, PMC_CODEC_ECORRUPT, "more exception marks than exceptions");
+                        memcpy(row + 4 * c, exc + (uint64_t)used_exc++ * 4, 4);
+                    } else {
+                        memcpy(row + 4 * c, value + 4 * (size_t)(s[c] & 0xFF), 4);
+                    }
+                }
+                continue;
+            }
             for (uint32_t c = 0; c < h.cols; c++) {
                 if (s[c] == 0) {
                     if (used_exc == h.exceptions)
                         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "more exception marks than exceptions");
                     memcpy(row + c * es, exc + (uint64_t)used_exc++ * es, es);
                 } else if (narrow) {
-                    memcpy(row + c * es, value + (size_t)s[c] * es, es);
+                    memcpy(row + c * es, value + (size_t)(s[c] & 0xFF) * es, es);
                 } else {
                     uint32_t z = (uint32_t)s[c] - 1u;
                     int64_t code = (int64_t)(z >> 1) ^ -(int64_t)(z & 1u);
