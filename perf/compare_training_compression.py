@@ -48,8 +48,8 @@ def main() -> int:
             print(proc.stdout, flush=True)
             runs[name] = json.loads(summary.read_text())
     diff = runs["compressed"]["heldout_auc"] - runs["plain"]["heldout_auc"]
-    print(f"held-out AUC: plain {runs['plain']['heldout_auc']:.4f}, compressed {runs['compressed']['heldout_auc']:.4f}, "
-          f"difference {diff:+.4f}")
+    plain, compressed = runs["plain"]["heldout_auc"], runs["compressed"]["heldout_auc"]
+    print(f"held-out AUC: plain {plain:.4f}, compressed {compressed:.4f}, difference {diff:+.4f}")
     commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     a.out.parent.mkdir(parents=True, exist_ok=True)
