@@ -82,7 +82,9 @@ def final_hashes_equal(procs: list[Proc]) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("policy", ["retry", "skip"])
 def test_killed_replica_restarts_catches_up_and_matches(tmp_path: Path, policy: str) -> None:
-    steps = 90
+    # Enough steps that the survivors are still training when the restarted process is up (its start,
+    # torch import included, takes seconds on a loaded machine); with too few they finish first.
+    steps = 300
     common = ["--steps", str(steps), "--sleep", "0.03", "--policy", policy]
     with Cluster(tmp_path, min_replicas=2) as cl:
         # retry: SIGKILL from outside at some moment; skip: inside the reduce-scatter, so that an attempt fails.
