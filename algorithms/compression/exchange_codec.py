@@ -15,8 +15,8 @@ each table's compression ratio as last measured (re-measured every
 ``link_gbps``, or the exchange's emulated link when the codec is attached to
 one; with neither, every block is compressed.
 
-Each encoded block starts with one byte: 0 for raw float32, 1 for the codec's
-buffer.
+A rank's blocks to itself cross no link and stay exact. Each encoded block
+starts with one byte: 0 for raw float32, 1 for the codec's buffer.
 """
 
 from __future__ import annotations
@@ -34,14 +34,15 @@ from .adaptive import AdaptiveBound
 from .codec import compress, decompress, inspect
 
 RAW, COMPRESSED = 0, 1
+COPY_Bps = 5e9  # memory copy rate assumed for the encoded path's extra copies of raw blocks
 
 
 @dataclass
 class CodecStats:
     """What the codec did, summed over blocks."""
 
-    blocks: int = 0
-    bypassed: int = 0
+    blocks: int = 0  # blocks to other ranks (a rank's own skip the codec)
+    bypassed: int = 0  # of those, sent raw because compressing would not pay on the link
     raw_bytes: int = 0  # float32 bytes of the blocks encoded
     sent_bytes: int = 0  # bytes the encoded blocks take
     encode_s: float = 0.0
@@ -65,6 +66,7 @@ class ErrorBoundedCodec(Codec):
     """
 
     name = "error-bounded"
+    local_exact = True  # a rank's blocks to itself cross no link: the exchange keeps them exact
 
     def __init__(self, bound: Optional[AdaptiveBound] = None, *, backward: bool = False,
                  link_gbps: Optional[float] = None, bypass: bool = True, stage: str = "auto",
@@ -77,8 +79,11 @@ class ErrorBoundedCodec(Codec):
             raise ValueError(f"probe_every={probe_every}: use 1 or more iterations")
         self.probe_every = probe_every
         self.stats = CodecStats()
-        # Bytes per second of compress and decompress (of the raw float32 bytes), running estimates.
+        # Bytes per second of compress and decompress (of the raw float32 bytes): a calibrated default
+        # and running estimates per table (a table of few distinct rows compresses many times faster).
         self.compress_Bps, self.decompress_Bps = 1e9, 1.5e9
+        self._compress_Bps: dict[int, float] = {}
+        self._decompress_Bps: dict[int, float] = {}
         self._ratio: dict[int, float] = {}
         # (step, table) -> sum of the absolute bounds of the blocks received: the most a pooled
         # embedding can be off (row-wise shards' partial sums add their errors).
@@ -108,15 +113,40 @@ class ErrorBoundedCodec(Codec):
         self.compress_Bps = x.nbytes / max(t1 - t0, 1e-9)
         self.decompress_Bps = x.nbytes / max(t2 - t1, 1e-9)
 
-    def pays(self, raw_bytes: int, table: int) -> bool:
+    def pays(self, table: int) -> bool:
         """Whether compress + transfer + decompress beats the raw transfer on the link."""
         if not self.bypass or self.link_gbps is None:
             return True
-        wire = self.link_gbps * 1e9 / 8
-        ratio = self._ratio.get(table, 10.0)
-        t_raw = raw_bytes / wire
-        t_codec = raw_bytes / self.compress_Bps + raw_bytes / ratio / wire + raw_bytes / self.decompress_Bps
-        return t_codec < t_raw
+        raw, codec = self._seconds_per_byte(table)
+        return codec < raw
+
+    def _probe_due(self, table: int, step: int) -> bool:
+        return step - self._last_probe.get(table, -self.probe_every) >= self.probe_every
+
+    def _seconds_per_byte(self, table: int) -> tuple[float, float]:
+        """(raw transfer, compress + compressed transfer + decompress) per raw byte of `table`."""
+        wire = self.link_gbps * 1e9 / 8 if self.link_gbps else float("inf")
+        comp = self._compress_Bps.get(table, self.compress_Bps)
+        # The sender seldom decodes its own tables' blocks: scale its compress rate by the calibrated ratio.
+        decomp = self._decompress_Bps.get(table, comp * self.decompress_Bps / self.compress_Bps)
+        return 1 / wire, 1 / comp + 1 / (self._ratio.get(table, 10.0) * wire) + 1 / decomp
+
+    def encodes(self, shards: list[tuple[int, int]], step: int) -> bool:
+        """Whether this rank's pooled blocks, of (table, columns) `shards`, go through the codec at
+        `step`: when a table is due a measurement, or when the time the paying tables save exceeds
+        what the others cost on the encoded path (two more copies of their bytes)."""
+        if not self.bypass or self.link_gbps is None:
+            return True
+        if any(self._probe_due(t, step) for t, _ in shards):
+            return True
+        gain = cost = 0.0
+        for table, cols in shards:
+            raw, codec = self._seconds_per_byte(table)
+            if codec < raw:
+                gain += cols * (raw - codec)
+            else:
+                cost += cols * 2 / COPY_Bps
+        return gain > cost
 
     def encode(self, block: torch.Tensor, info: BlockInfo) -> np.ndarray:
         t0 = time.perf_counter()  # the model's compress time is the whole call's, overheads included
@@ -125,8 +155,8 @@ class ErrorBoundedCodec(Codec):
         st = self.stats
         st.blocks += 1
         st.raw_bytes += raw
-        probe = info.step - self._last_probe.get(info.table, -self.probe_every) >= self.probe_every
-        if x.size == 0 or not (self.pays(raw, info.table) or probe):
+        probe = self._probe_due(info.table, info.step)
+        if x.size == 0 or not (self.pays(info.table) or probe):
             st.bypassed += 1
             st.sent_bytes += raw + 1
             return np.concatenate([np.array([RAW], np.uint8), x.reshape(-1).view(np.uint8)])
@@ -141,27 +171,38 @@ class ErrorBoundedCodec(Codec):
         out[1:] = np.frombuffer(buf, np.uint8)
         took = time.perf_counter() - t0
         st.encode_s += took
-        self.compress_Bps = 0.8 * self.compress_Bps + 0.2 * raw / max(took, 1e-9)
+        rate = raw / max(took, 1e-9)
+        self._compress_Bps[info.table] = 0.5 * self._compress_Bps.get(info.table, rate) + 0.5 * rate
         return out
 
     def decode(self, data: np.ndarray, info: BlockInfo) -> torch.Tensor:
+        out = np.empty(info.shape, np.float32)
+        self.decode_into(data, info, out)
+        return torch.from_numpy(out)
+
+    def decode_into(self, data: np.ndarray, info: BlockInfo, out: np.ndarray) -> None:
         if data.size < 1:
             raise ValueError(f"{self.name} codec: an empty block for table {info.table} from rank {info.source}")
         t0 = time.perf_counter()
         if data[0] == RAW:
-            return super().decode(data[1:], info)
+            if data.size - 1 != out.nbytes:
+                raise ValueError(f"{self.name} codec: raw block of table {info.table} from rank {info.source} has "
+                                 f"{data.size - 1} bytes, expected {out.nbytes}")
+            out[...] = data[1:].view(np.float32).reshape(out.shape)
+            return
         if data[0] != COMPRESSED:
             raise ValueError(f"{self.name} codec: block kind {int(data[0])} for table {info.table} from rank "
                              f"{info.source}; expected 0 (raw) or 1 (compressed)")
         view = memoryview(data)[1:]
-        out = decompress(view)
+        header = inspect(view)
+        if header.shape != info.shape or header.dtype != "float32":
+            raise ValueError(f"{self.name} codec: a {header.dtype} block of shape {header.shape} for table "
+                             f"{info.table}, expected float32 {info.shape}")
+        decompress(view, out=out)
         key = (info.step, info.table)
-        self.received_bounds[key] = self.received_bounds.get(key, 0.0) + inspect(view).bound
-        if out.shape != info.shape:
-            raise ValueError(f"{self.name} codec: decoded {out.shape} for table {info.table}, expected {info.shape}")
-        result = torch.from_numpy(out)
+        self.received_bounds[key] = self.received_bounds.get(key, 0.0) + header.bound
         took = time.perf_counter() - t0
-        raw = info.shape[0] * info.shape[1] * 4
-        self.decompress_Bps = 0.8 * self.decompress_Bps + 0.2 * raw / max(took, 1e-9)
+        raw = out.nbytes
+        rate = raw / max(took, 1e-9)
+        self._decompress_Bps[info.table] = 0.5 * self._decompress_Bps.get(info.table, rate) + 0.5 * rate
         self.stats.decode_s += took
-        return result

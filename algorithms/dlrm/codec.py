@@ -9,8 +9,9 @@ no size exchange. :class:`BlockInfo` tells the codec which table, shard,
 direction and exchange step a block belongs to, so that it can choose a
 bound per table and per iteration.
 
-Every block goes through the codec, a rank's own included, so that what a
-rank computes with does not depend on where the tables were placed.
+Every block goes through the codec, a rank's own included, unless the codec
+sets ``local_exact``: then a rank's blocks to itself, which cross no link,
+skip it and stay exact.
 """
 
 from __future__ import annotations
@@ -48,9 +49,15 @@ class Codec:
     """
 
     name = "identity"
+    local_exact = False  # True: a rank's blocks to itself skip the codec
 
     def attach(self, exchange: Any) -> None:
         """Called once by the exchange that uses the codec (it may read the emulated link)."""
+
+    def encodes(self, shards: list[tuple[int, int]], step: int) -> bool:
+        """Whether this rank will encode its pooled blocks (of (table, columns) `shards`) at exchange `step`.
+        When no rank will, the forward exchange sends plain floats and skips the size exchange."""
+        return True
 
     def applies(self, direction: str) -> bool:
         """Whether blocks of this direction go through the codec."""
@@ -58,6 +65,10 @@ class Codec:
 
     def encode(self, block: torch.Tensor, info: BlockInfo) -> np.ndarray:
         return np.ascontiguousarray(block.detach().numpy(), dtype=np.float32).reshape(-1).view(np.uint8)
+
+    def decode_into(self, data: np.ndarray, info: BlockInfo, out: np.ndarray) -> None:
+        """Decodes into `out`, a float32 array of ``info.shape`` (default: :meth:`decode`, then a copy)."""
+        out[...] = self.decode(data, info).numpy()
 
     def decode(self, data: np.ndarray, info: BlockInfo) -> torch.Tensor:
         expected = info.shape[0] * info.shape[1] * 4

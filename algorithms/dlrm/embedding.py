@@ -128,6 +128,7 @@ class ShardedEmbeddingBagCollection(torch.nn.Module):
         routed = route_sparse(ex, self.plan, self.kinds, self.signature, lengths, ids, weights, problem)
         self.last_batch_sizes = routed.batch_sizes
         layout = pooled_layout(self.plan, self.table_sizes, routed.batch_sizes, self.rank, ex.step)
+        layout.encoded = routed.encoded
         ex.step += 1
         world = ex.size
         if self.shards:

@@ -36,8 +36,8 @@ from .planner import Shard, ShardingPlan
 from .transport import Transport
 
 # Header fields sent to every destination in the `splits` all-to-all.
-_SIGNATURE, _STATUS, _BATCH, _LENGTHS, _IDS, _WEIGHTS = range(6)
-_HEADER = 6
+_SIGNATURE, _STATUS, _BATCH, _LENGTHS, _IDS, _WEIGHTS, _ENCODES = range(7)
+_HEADER = 7
 _OK, _BAD_INPUT = 0, 1
 
 
@@ -57,6 +57,8 @@ class Exchange:
         if codec is not None:
             codec.attach(self)
         self.timer = ExchangeTimer()
+        # Wall time of the pooled exchange end to end (encoding, sizes, transfer, decoding), per direction.
+        self.pooled_seconds = {"forward": 0.0, "backward": 0.0}
         self.step = 0  # forward exchanges so far (BlockInfo.step)
 
     def alltoallv(self, name: str, send: np.ndarray, send_counts: Sequence[int],
@@ -82,6 +84,7 @@ class RoutedInput:
     lengths: list[torch.Tensor]  # per local shard: (sum(batch_sizes),) int64
     ids: list[torch.Tensor]  # per local shard: int64 global row ids
     weights: Optional[list[torch.Tensor]]  # per local shard: float32, or None
+    encoded: bool = False  # whether some rank's codec will encode its pooled blocks this step
 
 
 def plan_signature(plan: ShardingPlan, table_sizes: Sequence[int], pooling: str) -> int:
@@ -146,10 +149,15 @@ def route_sparse(exchange: Exchange, plan: ShardingPlan, kinds: Sequence[str], s
                  problem: Optional[str]) -> RoutedInput:
     """Runs the splits, lengths, ids (and weights) all-to-alls: every owner gets
     the ids of every rank's samples for its shards. `problem` is this rank's
-    input error (from check_local_input): it is announced, and every rank raises."""
+    input error (from check_local_input): it is announced, and every rank raises.
+    The header also carries whether this rank's codec will encode its pooled
+    blocks this step (when none will, the pooled exchange goes plain)."""
     world, me = exchange.size, exchange.rank
     owned = [plan.shards_on(d) for d in range(world)]
     header = np.zeros((world, _HEADER), np.int64)
+    codec = exchange.codec
+    if codec is not None and codec.applies(FORWARD):
+        header[:, _ENCODES] = int(codec.encodes([(s.table, s.cols) for s in owned[me]], exchange.step))
     header[:, _SIGNATURE] = signature
     header[:, _STATUS] = _OK if problem is None else _BAD_INPUT
     header[:, _WEIGHTS] = int(weights is not None)
@@ -220,7 +228,8 @@ def route_sparse(exchange: Exchange, plan: ShardingPlan, kinds: Sequence[str], s
             id_at += totals[j]
     return RoutedInput(batch_sizes, [torch.cat(x) if x else torch.zeros(0, dtype=torch.int64) for x in shard_len],
                        [torch.cat(x) if x else torch.zeros(0, dtype=torch.int64) for x in shard_ids],
-                       [torch.cat(x) for x in shard_w] if w_t is not None else None)
+                       [torch.cat(x) for x in shard_w] if w_t is not None else None,
+                       encoded=bool(got[:, _ENCODES].any()))
 
 
 def _agree(headers: np.ndarray, problem: Optional[str], me: int, signature: int) -> None:
@@ -251,6 +260,7 @@ class PooledLayout:
     recv_blocks: list[BlockInfo]
     send_counts: list[int]  # floats per destination
     recv_counts: list[int]  # floats per source
+    encoded: bool = True  # forward: through the codec (when there is one); False: plain floats
 
 
 def pooled_layout(plan: ShardingPlan, table_sizes: Sequence[int], batch_sizes: Sequence[int], me: int,
@@ -278,38 +288,60 @@ def _reverse(block: BlockInfo) -> BlockInfo:
 
 def _encoded_alltoallv(exchange: Exchange, name: str, flat: torch.Tensor, send_blocks: list[BlockInfo],
                        recv_blocks: list[BlockInfo], world: int) -> torch.Tensor:
-    """An all-to-all of float blocks through the codec: encoded sizes first, then the bytes."""
+    """An all-to-all of float blocks through the codec: encoded sizes first, then the bytes. A
+    rank's blocks to itself skip the codec when it keeps them exact (``codec.local_exact``)."""
     codec = exchange.codec
     assert codec is not None
-    encoded, sizes = [], np.zeros(len(send_blocks), np.int64)
+    me = exchange.rank
+    skip_local = getattr(codec, "local_exact", False)
+    flat = flat.detach()
+    send_at, at = [], 0
+    for b in send_blocks:
+        send_at.append(at)
+        at += b.shape[0] * b.shape[1]
+    encoded, sizes = [], []
     send_n, recv_n = [0] * world, [0] * world
-    at = 0
-    for k, b in enumerate(send_blocks):
+    local_src = []  # offsets in `flat` of this rank's blocks to itself, in order
+    for b, off in zip(send_blocks, send_at, strict=True):
         n = b.shape[0] * b.shape[1]
-        data = np.ascontiguousarray(codec.encode(flat[at:at + n].view(b.shape), b), dtype=np.uint8).reshape(-1)
-        at += n
+        if skip_local and b.dest == me:
+            local_src.append(off)
+            continue
+        data = np.ascontiguousarray(codec.encode(flat[off:off + n].view(b.shape), b), dtype=np.uint8).reshape(-1)
         encoded.append(data)
-        sizes[k] = data.size
+        sizes.append(data.size)
         send_n[b.dest] += 1
     for b in recv_blocks:
-        recv_n[b.source] += 1
-    got_sizes = exchange.alltoallv(name + "_sizes", sizes, send_n, recv_n)
+        if not (skip_local and b.source == me):
+            recv_n[b.source] += 1
+    got_sizes = exchange.alltoallv(name + "_sizes", np.array(sizes, np.int64), send_n, recv_n).tolist()
     send_bytes = [0] * world
-    for b, n in zip(send_blocks, sizes.tolist(), strict=True):
-        send_bytes[b.dest] += n
+    k = 0
+    for b in send_blocks:
+        if not (skip_local and b.dest == me):
+            send_bytes[b.dest] += sizes[k]
+            k += 1
+    remote_recv = [b for b in recv_blocks if not (skip_local and b.source == me)]
     recv_bytes = [0] * world
-    for b, n in zip(recv_blocks, got_sizes.tolist(), strict=True):
+    for b, n in zip(remote_recv, got_sizes, strict=True):
         recv_bytes[b.source] += n
     payload = np.concatenate(encoded) if encoded else np.zeros(0, np.uint8)
     got = exchange.alltoallv(name, payload, send_bytes, recv_bytes)
-    out, at = [], 0
-    for b, n in zip(recv_blocks, got_sizes.tolist(), strict=True):
-        block = codec.decode(got[at:at + n], b)
-        if tuple(block.shape) != b.shape:
-            raise ValueError(f"codec {codec.name!r} decoded a block of shape {tuple(block.shape)}, expected {b.shape}")
-        out.append(block.reshape(-1).to(torch.float32))
+    out = torch.empty(sum(b.shape[0] * b.shape[1] for b in recv_blocks))
+    out_np = out.numpy()
+    at = got_at = 0
+    sizes_iter, local_iter = iter(got_sizes), iter(local_src)
+    for b in recv_blocks:
+        n = b.shape[0] * b.shape[1]
+        if skip_local and b.source == me:
+            off = next(local_iter)
+            out[at:at + n] = flat[off:off + n]
+        else:
+            size = next(sizes_iter)
+            codec.decode_into(got[got_at:got_at + size], b, out_np[at:at + n].reshape(b.shape))
+            got_at += size
         at += n
-    return torch.cat(out) if out else torch.zeros(0)
+    return out
 
 
 def _plain_alltoallv(exchange: Exchange, name: str, flat: torch.Tensor, send_counts: list[int],
@@ -327,19 +359,24 @@ class PooledAllToAll(torch.autograd.Function):
     def forward(ctx: Any, exchange: Exchange, layout: PooledLayout, send: torch.Tensor) -> torch.Tensor:
         ctx.exchange, ctx.layout = exchange, layout
         codec = exchange.codec
-        if codec is not None and codec.applies(FORWARD):
-            return _encoded_alltoallv(exchange, "pooled", send, layout.send_blocks, layout.recv_blocks,
-                                      exchange.size)
-        return _plain_alltoallv(exchange, "pooled", send, layout.send_counts, layout.recv_counts)
+        started = time.perf_counter()
+        if codec is not None and codec.applies(FORWARD) and layout.encoded:
+            out = _encoded_alltoallv(exchange, "pooled", send, layout.send_blocks, layout.recv_blocks, exchange.size)
+        else:
+            out = _plain_alltoallv(exchange, "pooled", send, layout.send_counts, layout.recv_counts)
+        exchange.pooled_seconds["forward"] += time.perf_counter() - started
+        return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, torch.Tensor]:
         exchange, layout = ctx.exchange, ctx.layout
         grad = grad.contiguous()
         codec = exchange.codec
+        started = time.perf_counter()
         if codec is not None and codec.applies(BACKWARD):
             back = _encoded_alltoallv(exchange, "pooled_grad", grad, [_reverse(b) for b in layout.recv_blocks],
                                       [_reverse(b) for b in layout.send_blocks], exchange.size)
         else:
             back = _plain_alltoallv(exchange, "pooled_grad", grad, layout.recv_counts, layout.send_counts)
+        exchange.pooled_seconds["backward"] += time.perf_counter() - started
         return None, None, back

@@ -46,7 +46,9 @@ def body() -> None:
             err = float((a[:, tp.table].double() - b[:, tp.table].double()).abs().max()) if batch else 0.0
             assert err <= limit, (step, tp.table, err, limit)
             full = b[:, tp.table]
-            if tp.kind == "table" and full.numel():
+            if tp.kind == "table" and tp.shards[0].rank == rank:
+                assert err == 0.0, (step, tp.table, err)  # a rank's own blocks skip the codec
+            elif tp.kind == "table" and full.numel():
                 want = bound(TABLES[tp.table], step) * float(full.max() - full.min())
                 assert abs(limit - want) <= 1e-6 * want, (limit, want)
         a.sum().backward()
@@ -62,12 +64,14 @@ def body() -> None:
     quick = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, seed=5, codec=fast, link_gbps=10_000)
     for _ in range(3):
         out = quick((lengths, ids))
-    assert torch.equal(out, exact((lengths, ids))) or fast.stats.bypassed == 0
-    assert fast.link_gbps == 10_000 and fast.stats.bypassed > 0, fast.stats
+    assert torch.equal(out, exact((lengths, ids)))
+    # Only the first exchange (measuring each table's ratio) went through the codec; then plain floats.
+    calls = quick.exchange.timer.calls
+    assert fast.link_gbps == 10_000 and calls.get("pooled_sizes") == 1 and calls["pooled"] == 3, calls
     assert agree(True, verdict)
     if rank == 0:
-        print(f"within the bound at {size} ranks: ratio {codec.stats.ratio:.1f}, "
-              f"{fast.stats.bypassed} of {fast.stats.blocks} blocks bypassed on a fast link", flush=True)
+        print(f"within the bound at {size} ranks: ratio {codec.stats.ratio:.1f}; on a fast link the codec "
+              f"measured once, then was bypassed", flush=True)
 
 
 if __name__ == "__main__":
