@@ -34,7 +34,7 @@ from .adaptive import AdaptiveBound
 from .codec import compress, decompress, inspect
 
 RAW, COMPRESSED = 0, 1
-COPY_Bps = 5e9  # memory copy rate assumed for the encoded path's extra copies of raw blocks
+COPY_Bps = 2.5e9  # effective rate of the encoded path's extra copies of raw blocks (Python included)
 
 
 @dataclass
