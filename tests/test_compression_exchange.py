@@ -71,3 +71,22 @@ def test_a_bad_block_kind_is_an_error() -> None:
 def test_exchange_with_the_codec_stays_within_the_bound(mpirun, n: int) -> None:
     proc = mpirun(n, "dlrm_codec", timeout=240)
     assert f"within the bound at {n} ranks" in proc.stdout
+
+
+def test_training_example_with_compression(tmp_path) -> None:
+    """examples/dlrm_train.py --compress trains and reports what the codec did."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import TESTS_DIR, mpi_env, mpiexec_command
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "dlrm_train.py"
+    cmd = mpiexec_command(2) + [sys.executable, "-P", str(example), "--steps", "5", "--cap", "2000", "--batch-size",
+                                "256", "--eval-samples", "1024", "--quiet", "--compress", "--link-gbps", "1"]
+    proc = subprocess.run(cmd, cwd=TESTS_DIR, env=mpi_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    m = re.search(r"codec: (\d+) blocks, (\d+) bypassed, ratio (\d+\.\d)", proc.stdout)
+    assert m and int(m.group(1)) > 0 and float(m.group(3)) > 1.0, proc.stdout
+    assert "pooled_sizes" in proc.stdout
