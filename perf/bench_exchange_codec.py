@@ -89,6 +89,32 @@ def worker(a: argparse.Namespace) -> None:
         print("RESULT " + json.dumps({"ranks": size, "records": records}), flush=True)
 
 
+def plot(doc: dict, path: Path) -> bool:
+    """Bars of the pooled exchange's time per link speed, raw and with the codec."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    links = sorted({r["link_gbps"] for r in doc["records"]})
+    by = {(r["link_gbps"], r["variant"]): r for r in doc["records"]}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, (variant, color) in enumerate((("raw", "tab:orange"), ("codec", "tab:blue"))):
+        ax.bar(np.arange(len(links)) + (k - 0.5) * 0.38, [by[(g, variant)]["pooled_forward_ms"] for g in links], 0.38,
+               color=color, label="no codec" if variant == "raw" else "error-bounded codec (bypass on)")
+    for i, g in enumerate(links):
+        speed = by[(g, "raw")]["pooled_forward_ms"] / by[(g, "codec")]["pooled_forward_ms"]
+        ax.text(i, by[(g, "raw")]["pooled_forward_ms"], f"{speed:.2f}x", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(range(len(links)), [f"{g:g} Gb/s" for g in links])
+    ax.set_ylabel("pooled exchange, ms (median, slowest rank)")
+    ax.set_title(f"DLRM pooled-embedding exchange, {doc['ranks']} ranks, emulated link")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--np", type=int, default=2)
@@ -99,11 +125,14 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=8)
     ap.add_argument("--compress-backward", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "exchange_codec.json")
+    ap.add_argument("--from-json", type=Path, default=None, help="only plot a recorded run (next to it, .png)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(a)
         return 0
+    if a.from_json:
+        return 0 if plot(json.loads(a.from_json.read_text()), a.from_json.with_suffix(".png")) else 1
     from pymcoll.cli import launch
 
     argv = [a for a in sys.argv[1:]]
@@ -134,6 +163,8 @@ def main() -> int:
     doc["args"]["out"] = str(a.out)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1))
+    if plot(doc, a.out.with_suffix(".png")):
+        print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
     return 0
 
 
