@@ -72,6 +72,8 @@ class _Scratch(threading.local):
         if self.ctx == ffi.NULL:
             raise MemoryError("pymcoll codec: no memory for a context")
         self.out = bytearray(0)
+        self.out_ptr = ffi.NULL
+        self.written = ffi.new("uint64_t *")
         self.msg = ffi.new("char[]", lib.PMC_CODEC_MESSAGE_BYTES)
 
 
@@ -89,8 +91,13 @@ def _raise(rc: int, msg: Any, what: str) -> None:
     raise RuntimeError(f"{what}: {text} (status {rc})")
 
 
+_F32 = np.dtype(np.float32)
+
+
 def _as_input(x: Any) -> tuple[np.ndarray, int, tuple[int, int]]:
     """(contiguous array of the raw elements, dtype code, shape)."""
+    if type(x) is np.ndarray and x.dtype == _F32 and x.ndim == 2 and x.flags.c_contiguous:
+        return x, lib.PMC_CODEC_F32, x.shape  # the common case, checked first: small blocks are many
     if type(x).__module__.startswith("torch"):
         import torch
 
@@ -129,13 +136,14 @@ def compress(x: Any, bound: float, relative: bool = True, stage: str = "auto") -
     if cols == 0:
         raise ValueError(f"x: shape {(rows, cols)}; rows need at least one column")
     s = _scratch
-    cap = int(lib.pmc_codec_max_bytes(rows, cols, dtype))
+    cap = lib.pmc_codec_max_bytes(rows, cols, dtype)
     if len(s.out) < cap:
         s.out = bytearray(cap)
-    written = ffi.new("uint64_t *")
+        s.out_ptr = ffi.from_buffer(s.out)
+    written = s.written
     src = ffi.from_buffer(raw) if raw.size else ffi.NULL
     rc = lib.pmc_codec_compress(s.ctx, src, rows, cols, dtype, bound, 1 if relative else 0, STAGES[stage],
-                                ffi.from_buffer(s.out), cap, written, s.msg, lib.PMC_CODEC_MESSAGE_BYTES)
+                                s.out_ptr, cap, written, s.msg, lib.PMC_CODEC_MESSAGE_BYTES)
     if rc:
         _raise(rc, s.msg, "compress")
     return bytes(memoryview(s.out)[:written[0]])

@@ -89,7 +89,8 @@ static uint64_t get_u64(const uint8_t *p) {
     return v;
 }
 
-static void write_header(uint8_t *out, const pmc_codec_header *h, uint32_t payload_crc) {
+static void write_header(uint8_t *out, const pmc_codec_header *h, uint32_t payload_crc,
+                         const uint32_t tables[8][256]) {
     memset(out, 0, PMC_CODEC_HEADER_BYTES);
     memcpy(out, MAGIC, 4);
     out[4] = (uint8_t)h->version;
@@ -105,7 +106,7 @@ static void write_header(uint8_t *out, const pmc_codec_header *h, uint32_t paylo
     put_u32(out + 44, h->code_bits);
     put_u64(out + 48, h->payload_bytes);
     put_u32(out + 56, payload_crc);
-    put_u32(out + 60, pmc_codec_crc32_bits(0, out, 60));
+    put_u32(out + 60, pmc_codec_crc32(tables, 0, out, 60));
 }
 
 /* The payload's sections must add up to its size exactly, as the header describes them
@@ -153,7 +154,16 @@ static int check_layout(const uint8_t *payload, const pmc_codec_header *h, char 
     return PMC_CODEC_OK;
 }
 
+/* The header check, with the context's CRC tables when there is a context (bit by bit otherwise). */
+static int read_header(const void *buf, uint64_t len, pmc_codec_header *h, char *msg, size_t msg_len,
+                       const uint32_t (*tables)[256]);
+
 int pmc_codec_read_header(const void *buf, uint64_t len, pmc_codec_header *h, char *msg, size_t msg_len) {
+    return read_header(buf, len, h, msg, msg_len, NULL);
+}
+
+static int read_header(const void *buf, uint64_t len, pmc_codec_header *h, char *msg, size_t msg_len,
+                       const uint32_t (*tables)[256]) {
     const uint8_t *p = buf;
     if (!buf || !h) return err(msg, msg_len, PMC_CODEC_EINVAL, "no buffer");
     if (len < 5 || memcmp(p, MAGIC, 4) != 0)
@@ -164,7 +174,7 @@ int pmc_codec_read_header(const void *buf, uint64_t len, pmc_codec_header *h, ch
     if (len < PMC_CODEC_HEADER_BYTES)
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "truncated: %llu bytes, the header alone takes %d",
                    (unsigned long long)len, PMC_CODEC_HEADER_BYTES);
-    if (get_u32(p + 60) != pmc_codec_crc32_bits(0, p, 60))
+    if (get_u32(p + 60) != (tables ? pmc_codec_crc32(tables, 0, p, 60) : pmc_codec_crc32_bits(0, p, 60)))
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "header checksum mismatch: the buffer is corrupt");
     memset(h, 0, sizeof *h);
     h->version = p[4];
@@ -404,7 +414,7 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
     }
 #undef NEED
     h.payload_bytes = at;
-    write_header(out, &h, pmc_codec_crc32(ctx->crc_tables, 0, payload, at));
+    write_header(out, &h, pmc_codec_crc32(ctx->crc_tables, 0, payload, at), ctx->crc_tables);
     *written = PMC_CODEC_HEADER_BYTES + at;
     return PMC_CODEC_OK;
 }
@@ -415,7 +425,7 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
                          char *msg, size_t msg_len) {
     pmc_codec_header h;
     if (!ctx || !out_v) return err(msg, msg_len, PMC_CODEC_EINVAL, "a null pointer");
-    int rc = pmc_codec_read_header(buf, len, &h, msg, msg_len);
+    int rc = read_header(buf, len, &h, msg, msg_len, ctx->crc_tables);
     if (rc) return rc;
     size_t es = pmc_codec_dtype_size((int)h.dtype), row_bytes = es * h.cols;
     if (out_bytes != h.rows * row_bytes)
