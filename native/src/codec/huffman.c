@@ -165,12 +165,16 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
     uint32_t bytes;
     memcpy(&bytes, in + 1 + 128, 4);
     if (bytes > avail - (1 + 128 + 4)) return fail(msg, msg_len, "Huffman stream longer than the buffer");
+    /* A table of 2^(longest code) entries: small alphabets build a small one. */
+    unsigned bits = 1;
+    for (int s = 0; s < 256; s++)
+        if (len[s] > bits) bits = len[s];
+    const unsigned size = 1u << bits, mask = size - 1;
     uint16_t table[TABLE_SIZE];
-    memset(table, 0, sizeof table);
+    memset(table, 0, size * sizeof table[0]);
     for (int s = 0; s < 256; s++) {
         if (!len[s]) continue;
-        for (unsigned fill = code[s]; fill < TABLE_SIZE; fill += 1u << len[s])
-            table[fill] = (uint16_t)((s << 4) | len[s]);
+        for (unsigned fill = code[s]; fill < size; fill += 1u << len[s]) table[fill] = (uint16_t)((s << 4) | len[s]);
     }
     const uint8_t *p = in + 1 + 128 + 4, *end = p + bytes;
     uint64_t acc = 0, consumed = 0;
@@ -191,7 +195,7 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
                 }
             }
         }
-        uint16_t e = table[acc & (TABLE_SIZE - 1)];
+        uint16_t e = table[acc & mask];
         if (!e) return fail(msg, msg_len, "invalid Huffman code in the stream");
         unsigned l = e & 15u;
         out[i * stride] = (uint8_t)(e >> 4);
