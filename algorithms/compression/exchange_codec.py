@@ -86,7 +86,7 @@ class ErrorBoundedCodec(Codec):
         self._decompress_Bps: dict[int, float] = {}
         self._ratio: dict[int, float] = {}
         # (step, table) -> sum of the absolute bounds of the blocks received: the most a pooled
-        # embedding can be off (row-wise shards' partial sums add their errors).
+        # embedding can be off (row-wise shards' partial sums add their errors); the last two steps.
         self.received_bounds: dict[tuple[int, int], float] = {}
         self._last_probe: dict[int, int] = {}
         if calibrate:
@@ -200,6 +200,10 @@ class ErrorBoundedCodec(Codec):
                              f"{info.table}, expected float32 {info.shape}")
         decompress(view, out=out)
         key = (info.step, info.table)
+        if key not in self.received_bounds:
+            # Keep this step's and the previous step's only: a long run would grow it without end.
+            for old in [k for k in self.received_bounds if k[0] < info.step - 1]:
+                del self.received_bounds[old]
         self.received_bounds[key] = self.received_bounds.get(key, 0.0) + header.bound
         took = time.perf_counter() - t0
         raw = out.nbytes
