@@ -6,43 +6,17 @@
 uint64_t pmc_codec_packed_bytes(uint64_t n, unsigned bits) { return (n * bits + 7) / 8; }
 
 void pmc_codec_pack32(const uint32_t *values, uint64_t n, unsigned bits, uint8_t *out) {
-    uint64_t acc = 0;
-    unsigned have = 0;
+    pmc_bitwriter w = {.p = out};
     uint64_t mask = (bits >= 32) ? 0xFFFFFFFFull : ((1ull << bits) - 1);
-    for (uint64_t i = 0; i < n; i++) {
-        acc |= ((uint64_t)values[i] & mask) << have;
-        have += bits;
-        while (have >= 8) {
-            *out++ = (uint8_t)acc;
-            acc >>= 8;
-            have -= 8;
-        }
-    }
-    if (have) *out = (uint8_t)acc;
+    for (uint64_t i = 0; i < n; i++) pmc_bw_put(&w, (uint64_t)values[i] & mask, bits);
+    pmc_bw_finish(&w);
 }
 
 void pmc_codec_pack(const uint16_t *values, uint64_t n, unsigned bits, uint8_t *out) {
-    uint64_t acc = 0;
-    unsigned have = 0;
+    pmc_bitwriter w = {.p = out};
     uint64_t mask = (1ull << bits) - 1;
-    uint64_t i = 0;
-    /* Whole 32-bit words while they fill: most of the stream. */
-    for (; i < n; i++) {
-        acc |= ((uint64_t)values[i] & mask) << have;
-        have += bits;
-        if (have >= 32) {
-            uint32_t w = (uint32_t)acc;
-            memcpy(out, &w, 4);
-            out += 4;
-            acc >>= 32;
-            have -= 32;
-        }
-    }
-    while (have > 0) {
-        *out++ = (uint8_t)acc;
-        acc >>= 8;
-        have = have > 8 ? have - 8 : 0;
-    }
+    for (uint64_t i = 0; i < n; i++) pmc_bw_put(&w, (uint64_t)values[i] & mask, bits);
+    pmc_bw_finish(&w);
 }
 
 void pmc_codec_unpack32(const uint8_t *in, uint64_t n, unsigned bits, uint32_t *out) {

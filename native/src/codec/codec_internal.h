@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pymcoll_codec.h"
 
@@ -44,6 +45,35 @@ void pmc_codec_store(void *row, size_t i, int dtype, double v);
 /* Finds the distinct rows: fills ctx->row_map (rows entries) and ctx->first
  * (*unique entries, in order of first appearance). */
 int pmc_codec_dedup(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t rows, size_t row_bytes, uint32_t *unique);
+
+/* A bit writer, least significant bit first: at most 32 bits per put, flushed a 32-bit word at a time. */
+typedef struct {
+    uint8_t *p;
+    uint64_t acc;
+    unsigned have; /* bits held in acc, below 32 between calls */
+} pmc_bitwriter;
+
+static inline void pmc_bw_put(pmc_bitwriter *w, uint64_t value, unsigned bits) {
+    w->acc |= value << w->have;
+    w->have += bits;
+    if (w->have >= 32) {
+        uint32_t word = (uint32_t)w->acc;
+        memcpy(w->p, &word, 4);
+        w->p += 4;
+        w->acc >>= 32;
+        w->have -= 32;
+    }
+}
+
+/* Writes the bits left (whole bytes, the last one padded with zeros); returns the end. */
+static inline uint8_t *pmc_bw_finish(pmc_bitwriter *w) {
+    while (w->have > 0) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->have = w->have > 8 ? w->have - 8 : 0;
+    }
+    return w->p;
+}
 
 /* Packs n values of `bits` bits (1-16) LSB first; returns the bytes written
  * (out must hold pmc_codec_packed_bytes(n, bits)). */

@@ -115,29 +115,16 @@ uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, 
     canonical_codes(len, code);
     out[0] = 0;
     for (int k = 0; k < 128; k++) out[1 + k] = (uint8_t)(len[2 * k] | (len[2 * k + 1] << 4));
-    uint8_t *stream = out + 1 + 128 + 4, *w = stream;
-    uint64_t acc = 0;
-    unsigned have = 0;
+    uint8_t *stream = out + 1 + 128 + 4;
+    pmc_bitwriter w = {.p = stream};
     for (uint64_t i = 0; i < n; i++) {
         uint8_t s = in[i * stride];
-        acc |= (uint64_t)code[s] << have;
-        have += len[s];
-        if (have >= 32) {
-            uint32_t word = (uint32_t)acc;
-            memcpy(w, &word, 4);
-            w += 4;
-            acc >>= 32;
-            have -= 32;
-        }
+        pmc_bw_put(&w, code[s], len[s]);
     }
-    while (have > 0) {
-        *w++ = (uint8_t)acc;
-        acc >>= 8;
-        have = have > 8 ? have - 8 : 0;
-    }
-    uint32_t bytes = (uint32_t)(w - stream);
+    uint8_t *end = pmc_bw_finish(&w);
+    uint32_t bytes = (uint32_t)(end - stream);
     memcpy(out + 1 + 128, &bytes, 4);
-    return (uint64_t)(w - out);
+    return (uint64_t)(end - out);
 }
 
 static int fail(char *msg, size_t msg_len, const char *what) {
