@@ -255,6 +255,10 @@ def main() -> None:
                 "dense_allreduce_ms_per_step": dense_time / per * 1e3,
                 "codec": None if codec is None else {"blocks": codec.stats.blocks, "bypassed": codec.stats.bypassed,
                                                      "ratio": codec.stats.ratio}}, indent=1))
+    if a.transport != "pymcoll":
+        import torch.distributed as dist
+
+        dist.destroy_process_group()  # before interpreter exit, so that no backend thread outlives it
 
 
 if __name__ == "__main__":
