@@ -22,13 +22,14 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
+from perfutil import commit, pyplot  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BOUNDS = (0.01, 0.03, 0.05)
@@ -99,11 +100,8 @@ def measure(methods: dict[str, Any], blocks: list[np.ndarray], bound: float, rep
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot("bench_codec")
+    if plt is None:
         return False
     sets = list(doc["results"])
     fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4), squeeze=False)
@@ -150,9 +148,7 @@ def main() -> int:
                 print(f"  {m:<14}{v['ratio']:>9.1f}{v['compress_GBps']:>11.3f}{v['decompress_GBps']:>13.3f}"
                       f"{v['max_rel_error']:>13.5f}  {'yes' if v['error_bounded'] else 'no (cast)'}"
                       f"{'' if v['within_bound'] else '  OVER THE BOUND'}")
-    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit, "reps": a.reps, "threads": 1,
+    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "reps": a.reps, "threads": 1,
            "methods": list(methods), "results": results}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1))

@@ -21,6 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
+from perfutil import commit, pyplot  # noqa: E402
+
 from pymcoll.cli import launch
 
 HERE = Path(__file__).resolve().parent
@@ -59,12 +62,8 @@ def table(launches: list[dict[str, Any]]) -> str:
 
 
 def plot(launches: list[dict[str, Any]], path: Path) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("bench_dlrm: matplotlib not installed: no plot", file=sys.stderr)
+    plt = pyplot("bench_dlrm")
+    if plt is None:
         return False
     configs = sorted({(r["dim"], r["global_batch"]) for x in launches for r in x["records"]})
     fig, axes = plt.subplots(1, len(configs), figsize=(6 * len(configs), 4), squeeze=False)
@@ -101,21 +100,13 @@ def main() -> int:
     launches = [run(int(n), a) for n in a.np.split(",")]
     text = table(launches)
     print(text)
-    doc = {"date": datetime.date.today().isoformat(), "commit": _commit(), "configs": a.configs, "cap": a.cap,
+    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "configs": a.configs, "cap": a.cap,
            "blocks": a.blocks, "block_steps": a.block_steps, "launches": launches}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1))
     if plot(launches, a.out.with_suffix(".png")):
         print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
     return 0 if all(r["losses_agree"] for x in launches for r in x["records"]) else 1
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
+from perfutil import commit, pyplot  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,11 +93,8 @@ def worker(a: argparse.Namespace) -> None:
 
 def plot(doc: dict, path: Path) -> bool:
     """Bars of the pooled exchange's time per link speed, raw and with the codec."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot("bench_exchange_codec")
+    if plt is None:
         return False
     links = sorted({r["link_gbps"] for r in doc["records"]})
     by = {(r["link_gbps"], r["variant"]): r for r in doc["records"]}
@@ -156,9 +155,7 @@ def main() -> int:
         extra = f"{r.get('ratio', 1.0):>8.1f}{str(r.get('bypassed', '-')) + '/' + str(r.get('blocks', '-')):>10}"
         print(f"  {r['link_gbps']:>5g} {r['variant']:<8}{r['pooled_forward_ms']:>9.1f}{speed:>9.2f}"
               f"{r['forward_ms']:>10.1f}{r['backward_ms']:>10.1f}{extra}")
-    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit, "args": {k: v for k, v in vars(a).items()
+    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "args": {k: v for k, v in vars(a).items()
                                                                                  if k != "out"}, **result}
     doc["args"]["out"] = str(a.out)
     a.out.parent.mkdir(parents=True, exist_ok=True)

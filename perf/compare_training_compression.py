@@ -19,6 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
+from perfutil import commit  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "dlrm_train.py"
 
@@ -50,10 +53,8 @@ def main() -> int:
     diff = runs["compressed"]["heldout_auc"] - runs["plain"]["heldout_auc"]
     plain, compressed = runs["plain"]["heldout_auc"], runs["compressed"]["heldout_auc"]
     print(f"held-out AUC: plain {plain:.4f}, compressed {compressed:.4f}, difference {diff:+.4f}")
-    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "commit": commit, "ranks": a.np,
+    a.out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "commit": commit(), "ranks": a.np,
                                  "extra": a.extra, "auc_difference": diff, "runs": runs}, indent=1))
     return 0
 
