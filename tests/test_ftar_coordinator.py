@@ -597,6 +597,7 @@ def test_vote_not_ok_aborts_everyone_and_the_next_quorum_is_a_new_epoch(coord, m
     a, b = joined(members, coord, ("a", -1, 0), ("b", -1, 0))
     qa, qb = ask([a, b], -1)
     a.vote(qa["epoch"], qa["step"], True)
+    a.sync()  # a's vote counts before b's
     b.vote(qb["epoch"], qb["step"], False)
     for m in (a, b):
         f = m.expect(T.PMC_FTAR_ABORT)
@@ -614,6 +615,7 @@ def test_member_failure_report_aborts_the_quorum(coord, members) -> None:
     a, b, c = joined(members, coord, ("a", -1, 0), ("b", -1, 0), ("c", -1, 0))
     q = ask([a, b, c], -1)[0]
     a.vote(q["epoch"], q["step"])
+    a.sync()  # a's vote counts before b's report
     b.report(q["epoch"], q["step"], "peer c\x01 stopped sending")
     for m in (a, b, c):
         status, reason = m.expect(T.PMC_FTAR_ABORT).abort()
@@ -698,6 +700,7 @@ def test_vote_from_outside_the_quorum_and_early_request(coord, members) -> None:
     assert c.expect(T.PMC_FTAR_ABORT).abort() == (T.PMC_FTAR_ST_ABORTED, "not a member of this quorum")
     # The quorum is still undecided: a asking for the next one gives it up.
     b.vote(qa["epoch"], qa["step"])
+    b.sync()
     a.request(1, -1)
     for m in (a, b):
         assert "asked for a new quorum before the decision" in m.expect(T.PMC_FTAR_ABORT).abort()[1]
