@@ -37,6 +37,7 @@ from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 from pymcoll.algorithms.dlrm.metrics import log_loss, roc_auc
 from pymcoll.algorithms.dlrm.model import DLRM, DenseGradientAllreduce
 from pymcoll.algorithms.dlrm.transport import TorchDistributedTransport, PymcollTransport
+from pymcoll.algorithms.progress import Progress
 
 EVAL_BASE = 1 << 40  # held-out batches: indices no training step uses
 
@@ -80,31 +81,6 @@ def parse() -> argparse.Namespace:
     if a.resume and a.checkpoint_dir is None:
         ap.error("--resume needs --checkpoint-dir")
     return a
-
-
-class Progress:
-    """A one-line progress bar on rank 0's stderr (a line per 10% when not a terminal)."""
-
-    def __init__(self, total: int, start: int, enabled: bool) -> None:
-        self.total, self.start, self.enabled = total, start, enabled
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.perf_counter()
-        self.last_decile = -1
-
-    def update(self, step: int, loss: float) -> None:
-        if not self.enabled:
-            return
-        done = step - self.start
-        rate = done / max(time.perf_counter() - self.t0, 1e-9)
-        left = (self.total - step) / rate if rate > 0 else 0.0
-        frac = step / self.total
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-        line = f"[{bar}] {step}/{self.total} loss {loss:.4f} {rate:.1f} steps/s eta {left:.0f}s"
-        if self.tty:
-            print("\r" + line, end="" if step < self.total else "\n", file=sys.stderr, flush=True)
-        elif int(10 * frac) != self.last_decile:
-            self.last_decile = int(10 * frac)
-            print(line, file=sys.stderr, flush=True)
 
 
 def evaluate(model: DLRM, data: SyntheticCriteo, samples: int, rank: int, size: int, comm: MPI.Comm) -> tuple:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -60,6 +60,9 @@ class Exchange:
         # Wall time of the pooled exchange end to end (encoding, sizes, transfer, decoding), per direction.
         self.pooled_seconds = {"forward": 0.0, "backward": 0.0}
         self.step = 0  # forward exchanges so far (BlockInfo.step)
+        # Called as observer(name, arrived, left) after every collective (time.perf_counter() seconds):
+        # how a timeline sees this rank wait at each synchronization.
+        self.observer: Optional[Callable[[str, float, float], None]] = None
 
     def alltoallv(self, name: str, send: np.ndarray, send_counts: Sequence[int],
                   recv_counts: Sequence[int]) -> np.ndarray:
@@ -71,7 +74,10 @@ class Exchange:
         started = time.perf_counter()
         out = self.transport.alltoallv(send, send_counts, recv_counts)
         self.limiter.pace(started, sent, received)
-        self.timer.add(name, time.perf_counter() - started, sent)
+        left = time.perf_counter()
+        self.timer.add(name, left - started, sent)
+        if self.observer is not None:
+            self.observer(name, started, left)
         return out
 
 
