@@ -14,11 +14,12 @@ It prints a progress bar, then per rank the seconds spent computing, waiting at 
 synchronizations (the bubble) and communicating, the held-out AUC and steps per second;
 --trace writes the timeline as a Chrome trace, --json the numbers.
 
---chunks K cuts each rank's samples into K chunks (shortest histories first, equal item counts)
-whose exchanges run in order of need; --overlap runs them on a progress thread that owns the
-communication while the main thread computes (pinned apart where the host has the CPUs), so a
-step over a slow link (--link-gbps) takes about max(compute, communication). With and without
---overlap the same chunks train to identical weights (--print-digest).
+--chunks K cuts each rank's samples into K chunks (shortest histories first; equal item counts,
+small first and last chunks) whose exchanges run in order of need; --overlap runs them on a
+progress thread that owns the communication while the main thread computes (pinned apart where
+the host has the CPUs), so a step over a slow link (--link-gbps) takes about max(compute,
+communication). With and without --overlap the same chunks train to identical weights
+(--print-digest).
 """
 
 from __future__ import annotations
@@ -69,16 +70,16 @@ def parse() -> argparse.Namespace:
                     help="real lengths, one per line (default: the shared MovieLens-100K file)")
     ap.add_argument("--max-length", type=int, default=0, help="cut histories to this many items (0: no cut)")
     ap.add_argument("--items", type=int, default=50_000, help="rows of the item table")
-    ap.add_argument("--dim", type=int, default=32, help="embedding dimension")
-    ap.add_argument("--layers", type=int, default=1, help="transformer encoder layers")
+    ap.add_argument("--dim", type=int, default=64, help="embedding dimension")
+    ap.add_argument("--layers", type=int, default=2, help="transformer encoder layers")
     ap.add_argument("--heads", type=int, default=2, help="attention heads")
-    ap.add_argument("--ff", type=int, default=64, help="the encoder's feed-forward width")
+    ap.add_argument("--ff", type=int, default=128, help="the encoder's feed-forward width")
     ap.add_argument("--lr", type=float, default=0.003, help="Adam's learning rate for the dense part")
     ap.add_argument("--emb-lr", type=float, default=0.05, help="row-wise Adagrad's for the item table")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--link-gbps", type=float, default=None, help="emulated link of the embedding exchange")
     ap.add_argument("--chunks", type=int, default=1, help="exchange chunks per step, in order of need")
-    ap.add_argument("--lookahead", type=int, default=1, help="chunks fetched ahead of compute")
+    ap.add_argument("--lookahead", type=int, default=2, help="chunks fetched ahead of compute")
     ap.add_argument("--overlap", action="store_true", help="a progress thread runs the chunked exchange")
     ap.add_argument("--no-pin", action="store_true", help="leave compute and progress threads unpinned")
     ap.add_argument("--print-digest", action="store_true", help="print a digest of every weight at the end")
@@ -132,13 +133,25 @@ def evaluate(model: SequenceRecModel, data: SyntheticSequences, source: np.ndarr
     return float(roc_auc(labels, preds))
 
 
+def chunk_shares(k: int) -> np.ndarray:
+    """Item shares of k chunks: equal in the middle, ramping up (1/4, 1/2) at the start and down at
+    the end, so that the first fetch, which compute waits for, and the last gradient exchange,
+    which the step waits for, are short."""
+    w = np.ones(k)
+    if k >= 4:
+        w[0] = w[-1] = 0.25
+    if k >= 6:
+        w[1] = w[-2] = 0.5
+    return w / w.sum()
+
+
 def chunked(batch: SequenceBatch, k: int) -> list[SequenceBatch]:
-    """k chunks of about equal item counts, shortest histories first: the first exchange is the
-    smallest, so compute starts soonest. Empty chunks where a rank has fewer samples than k."""
+    """k chunks of the items given by chunk_shares, shortest histories first. Empty chunks where
+    a rank has fewer samples than k."""
     order = np.argsort(batch.lengths, kind="stable")
     items = np.cumsum(batch.lengths[order])
     total = int(items[-1]) if items.size else 0
-    cuts = np.searchsorted(items, [total * j / k for j in range(1, k)], side="right")
+    cuts = np.searchsorted(items, total * np.cumsum(chunk_shares(k))[:-1], side="right")
     return [batch.take(ix) for ix in np.split(order, cuts)]
 
 
@@ -214,6 +227,7 @@ def main() -> None:
                 pipeline.compute += got.compute
                 pipeline.stall += got.stall
                 pipeline.comm += got.comm
+                pipeline.comm_cpu += got.comm_cpu
                 loss = torch.tensor(sum(parts_loss))
             else:
                 logits = model(batch)
@@ -261,9 +275,9 @@ def main() -> None:
                   f"{'progress thread' if a.overlap else 'inline'}"
                   + (f", pinned {'apart' if separate else 'together (too few CPUs)'}" if a.overlap and not a.no_pin
                      else ""))
-            print(f"# {'rank':>4} {'compute s':>10} {'stall s':>10} {'exchange s':>11}")
+            print(f"# {'rank':>4} {'compute s':>10} {'stall s':>10} {'exchange s':>11} {'of it CPU s':>12}")
             for r, p in enumerate(pipes):
-                print(f"  {r:>4} {p.compute:>10.3f} {p.stall:>10.3f} {p.comm:>11.3f}")
+                print(f"  {r:>4} {p.compute:>10.3f} {p.stall:>10.3f} {p.comm:>11.3f} {p.comm_cpu:>12.3f}")
         print(f"step {elapsed / a.steps * 1e3:.1f} ms")
         print(f"bubble {bubble:.3f} s ({bubble / a.steps * 1e3:.1f} ms per step), "
               f"{a.steps / elapsed:.2f} steps/s, held-out AUC {auc:.4f}")
@@ -275,7 +289,8 @@ def main() -> None:
                 "auc": auc, "chunks": a.chunks, "overlap": a.overlap, "link_gbps": a.link_gbps,
                 "pinned_apart": separate and not a.no_pin,
                 "per_rank": [t.to_dict() for t in times],
-                "pipeline": [{"compute_s": p.compute, "stall_s": p.stall, "exchange_s": p.comm} for p in pipes]},
+                "pipeline": [{"compute_s": p.compute, "stall_s": p.stall, "exchange_s": p.comm,
+                              "exchange_cpu_s": p.comm_cpu} for p in pipes]},
                 indent=1))
         if a.print_digest:
             print(f"digest {weights}")

@@ -173,8 +173,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--global-batch", type=int, default=256)
     ap.add_argument("--lengths", default="ml100k,lognormal")
-    ap.add_argument("--links", default="0.25,0.5,1,2")
-    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--links", default="0.25,0.5,1,4")
+    ap.add_argument("--chunks", type=int, default=6)
     ap.add_argument("--out", type=Path, default=RESULTS / "balance.json")
     a = ap.parse_args()
     doc: dict[str, Any] = {"date": datetime.date.today().isoformat(), "commit": commit(), "ranks": a.np,

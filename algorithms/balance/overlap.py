@@ -137,11 +137,13 @@ def schedule(chunks: int, lookahead: int = 1) -> list[tuple[str, int]]:
 @dataclass
 class PipelineTimes:
     """One step of :class:`OverlappedStep`: seconds computing (compute thread busy), stalled
-    (compute thread waiting for rows) and communicating (the exchanges' own time)."""
+    (compute thread waiting for rows) and communicating (the exchanges' own time; comm_cpu of it
+    on a CPU: what the exchanges take from compute when they share its CPU)."""
 
     compute: float = 0.0
     stall: float = 0.0
     comm: float = 0.0
+    comm_cpu: float = 0.0  # CPU seconds of the thread running the exchanges, within comm
     order: tuple[tuple[str, int], ...] = ()
 
 
@@ -170,18 +172,20 @@ class OverlappedStep:
         pending: list[Future] = []
 
         def forward(k: int) -> torch.Tensor:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             out = self.embed(chunks[k])
             outs[k] = out
             done.append(("forward", k))
             times.comm += time.perf_counter() - t0
+            times.comm_cpu += time.thread_time() - c0
             return out
 
         def backward(k: int, grad: torch.Tensor) -> None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             outs.pop(k).backward(grad)
             done.append(("backward", k))
             times.comm += time.perf_counter() - t0
+            times.comm_cpu += time.thread_time() - c0
 
         def issue(op: str, k: int, *args: Any) -> None:
             fn = forward if op == "forward" else backward
