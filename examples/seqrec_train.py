@@ -8,7 +8,8 @@ embeddings sharded over the ranks (the embedding exchange), a transformer layer 
 pooling and an MLP data-parallel (gradients summed by one Allreduce). A rank's compute grows
 like the sum of its samples' L^2, so a contiguous split leaves ranks waiting at every
 synchronization; --split balanced partitions each batch by a per-sample cost model (fitted from
-the first --warmup steps' measured compute, or given) so that ranks finish together.
+the first --warmup steps' measured compute and refitted every --refit-every steps from all
+measured steps, or given) so that ranks finish together.
 
 It prints a progress bar, then per rank the seconds spent computing, waiting at the
 synchronizations (the bubble) and communicating, the held-out AUC and steps per second;
@@ -31,6 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -48,6 +50,7 @@ from pymcoll.algorithms.dlrm.transport import PymcollTransport
 from pymcoll.algorithms.progress import Progress
 
 EVAL_BASE = 1 << 40  # held-out sample ids: no training step uses them
+FIT_WINDOW = 400  # the cost model is fitted on at most this many recent (rank, step) measurements
 # Next to the checkout, as the project keeps its shared data (PYMCOLL_SHARED_DATA points elsewhere).
 CHECKOUT_LENGTHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sequences" / \
     "ml100k_user_history_lengths.txt"
@@ -63,7 +66,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--split", default="balanced", choices=["balanced", "contiguous"])
     ap.add_argument("--equal-count", action="store_true", help="balanced parts of equal sample counts (+-1)")
     ap.add_argument("--cost", default="fit",
-                    help="'fit' (from the warm-up) or 'a,b,c' for a*L + b*L^2 + c")
+                    help="'fit' (from the warm-up, refitted as steps are measured) or 'a,b,c' for a*L + b*L^2 + c")
+    ap.add_argument("--refit-every", type=int, default=10,
+                    help="refit the cost model from every measured step so far, every N steps (0: never)")
     ap.add_argument("--lengths", default="ml100k", choices=["ml100k", "lognormal", "powerlaw"],
                     help="history lengths: MovieLens-100K users' or synthetic")
     ap.add_argument("--lengths-file", type=Path, default=None,
@@ -93,8 +98,8 @@ def parse() -> argparse.Namespace:
                  "ff"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
-    if a.warmup < 0 or a.lookahead < 0:
-        ap.error("--warmup and --lookahead must be 0 or more")
+    if a.warmup < 0 or a.lookahead < 0 or a.refit_every < 0:
+        ap.error("--warmup, --lookahead and --refit-every must be 0 or more")
     if a.split == "balanced" and a.cost == "fit" and a.warmup < 3:
         ap.error("--cost fit needs --warmup 3 or more (three coefficients), or give --cost a,b,c")
     return a
@@ -189,15 +194,26 @@ def main() -> None:
     emb.exchange.observer = tl.observe
     tl.align(comm)
     cost = None if a.cost == "fit" else given_cost(a.cost)
-    fit_obs: list[tuple[np.ndarray, float]] = []
+    refit = a.split == "balanced" and a.cost == "fit"
+    fresh: list[tuple[np.ndarray, float]] = []    # this rank's (lengths, compute seconds) since the last fit
+    history: list[tuple[np.ndarray, float]] = []  # every rank's, the same on all ranks
+
+    def fit() -> Optional[CostModel]:
+        nonlocal fresh, history
+        history = (history + [o for part in comm.allgather(fresh) for o in part])[-FIT_WINDOW:]
+        fresh = []
+        try:
+            return CostModel.fit([x for x, _ in history], [s for _, s in history])
+        except ValueError:  # too uniform to tell the terms apart: keep the model we have
+            return cost
+
     total = a.warmup + a.steps
     bar = Progress(total, 0, rank == 0 and not a.quiet)
     ema, started = None, 0.0
     for step in range(total):
         if step == a.warmup:
-            if cost is None and a.split == "balanced":
-                gathered = [o for part in comm.allgather(fit_obs) for o in part]
-                cost = CostModel.fit([x for x, _ in gathered], [s for _, s in gathered])
+            if refit:
+                cost = fit()
             tl.clear()
             pipeline = PipelineTimes()
             comm.Barrier()
@@ -221,7 +237,7 @@ def main() -> None:
                     part = torch.nn.functional.binary_cross_entropy_with_logits(
                         model.head(chunk, rows), torch.from_numpy(chunk.labels), reduction="sum") / a.global_batch
                     part.backward()
-                    out.append(float(part))
+                    out.append(float(part.detach()))
 
                 got = stepper.run(chunked(batch, a.chunks), consume)
                 pipeline.compute += got.compute
@@ -241,9 +257,13 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
             emb.zero_grad()
             step_s = time.perf_counter() - t0
-        in_syncs = sum(s.left - s.arrived for s in tl.syncs[syncs_before:])
-        if step < a.warmup:
-            fit_obs.append((lengths[mine], step_s - in_syncs))
+        if refit:
+            # This rank's own work: the step less its main thread's collectives and stalls.
+            in_syncs = sum(s.left - s.arrived for s in tl.syncs[syncs_before:] if s.thread == 0)
+            stalled = got.stall if a.chunks > 1 or a.overlap else 0.0
+            fresh.append((lengths[mine], step_s - in_syncs - stalled))
+            if step >= a.warmup and a.refit_every and (step + 1 - a.warmup) % a.refit_every == 0:
+                cost = fit()
         value = float(loss.detach()) * a.global_batch / max(len(mine), 1)
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         bar.update(step + 1, ema)
