@@ -1,7 +1,7 @@
 """Sequence recommendation training: bubbles of a contiguous vs a balanced split, and the
 exchange overlapped with compute by a progress thread.
 
-    python perf/bench_balance.py                    # both parts -> results/balance_{bubbles,overlap}.json
+    python perf/bench_balance.py                    # both parts -> results/balance.json
     python perf/bench_balance.py --part bubbles --steps 60 --reps 3
     python perf/bench_balance.py --part overlap --links 0.25,0.5,1,2
 
