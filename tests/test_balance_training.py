@@ -21,7 +21,9 @@ from pymcoll.algorithms.balance.sequence_model import SequenceRecModel, buckets 
 from pymcoll.algorithms.balance.sequences import SyntheticSequences  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "seqrec_train.py"
-SMALL = ["--global-batch", "64", "--items", "5000", "--eval-samples", "256", "--quiet", "--max-length", "120"]
+# Synthetic lengths: the shared MovieLens file need not sit next to the checkout.
+SMALL = ["--global-batch", "64", "--items", "5000", "--eval-samples", "256", "--quiet", "--max-length", "120",
+         "--lengths", "lognormal"]
 
 
 def test_samples_do_not_depend_on_the_split() -> None:
@@ -98,7 +100,7 @@ def run(n: int, *args: str, timeout: float = 300, ok: bool = True) -> subprocess
 @pytest.mark.parametrize("n", [2, 3])
 def test_balanced_training_reports_where_the_time_goes(n: int, tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    out = run(n, "--steps", "6", "--warmup", "3", "--lengths", "lognormal", "--trace", str(trace),
+    out = run(n, "--steps", "6", "--warmup", "3", "--trace", str(trace),
               "--json", str(tmp_path / "r.json"), *SMALL).stdout
     assert "# cost model: CostModel(a=" in out
     rows = re.findall(r"^\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s", out, re.M)
@@ -124,7 +126,7 @@ def test_overlapped_exchange_trains_to_the_same_weights() -> None:
 
 def test_learns_the_synthetic_labels() -> None:
     out = run(2, "--steps", "80", "--cost", "1,0,0", "--global-batch", "128", "--items", "5000",
-              "--eval-samples", "1024", "--quiet", "--max-length", "120").stdout
+              "--eval-samples", "1024", "--quiet", "--max-length", "120", "--lengths", "lognormal").stdout
     auc = float(re.search(r"AUC (\d\.\d+)", out).group(1))
     assert auc > 0.6, out
 
@@ -134,7 +136,7 @@ def test_learns_the_synthetic_labels() -> None:
     (["--cost", "1,2"], "three numbers a,b,c"),
     (["--warmup", "1"], "--cost fit needs --warmup 3"),
     (["--heads", "3"], "heads=3"),
-    (["--lengths-file", "/nonexistent/lengths.txt"], "/nonexistent/lengths.txt"),
+    (["--lengths", "ml100k", "--lengths-file", "/nonexistent/lengths.txt"], "/nonexistent/lengths.txt"),
 ])
 def test_bad_options_are_named(args: list[str], message: str) -> None:
     proc = run(1, "--steps", "2", *SMALL, *args, timeout=120, ok=False)
