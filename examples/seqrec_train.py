@@ -182,7 +182,9 @@ def main() -> None:
     comm_thread = ProgressThread(None if a.no_pin else progress_cpus) if a.overlap else None
     source = length_source(a)
     data = SyntheticSequences(a.items, seed=a.seed)
-    emb = ShardedEmbeddingBagCollection([a.items], a.dim, PymcollTransport(comm), optimizer="rowwise_adagrad",
+    # A progress thread on its rank's compute CPU must not spin there while it waits for the others.
+    transport = PymcollTransport(comm, wait="sleep" if a.overlap and (a.no_pin or not separate) else None)
+    emb = ShardedEmbeddingBagCollection([a.items], a.dim, transport, optimizer="rowwise_adagrad",
                                         lr=a.emb_lr, seed=a.seed, link_gbps=a.link_gbps)
     model = SequenceRecModel(emb, layers=a.layers, heads=a.heads, ff=a.ff, seed=a.seed)
     dense = model.dense_parameters()

@@ -171,12 +171,16 @@ class Comm:
         timeout: seconds a collective waits for a local rank before raising
             :class:`pymcoll.TimeoutError`; 0 waits forever
             (default: ``PYMCOLL_TIMEOUT``, else 300).
+        wait: how a waiting rank uses its CPU: "auto" (spin, then yield, then
+            sleep) or "sleep" (sleep at once, for a communication thread that
+            shares its CPU with compute threads); default ``PYMCOLL_WAIT``.
+            Ranks may differ.
 
     Creating one is collective over `comm`.
     """
 
     def __init__(self, comm: Any, node_size: Optional[int] = None, lanes: Optional[int] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, wait: Optional[str] = None) -> None:
         self._handle = ffi.NULL
         if isinstance(comm, Comm):
             comm = comm.mpi
@@ -192,8 +196,10 @@ class Comm:
                 raise ValueError(f"{name}: expected an integer >= 1 or None, got {v!r}")
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise ValueError(f"timeout: expected seconds >= 0 (0 = no deadline) or None, got {timeout!r}")
+        if wait is not None and wait not in config.WAIT_POLICIES:
+            raise ValueError(f"wait: expected 'auto' or 'sleep' (or None for PYMCOLL_WAIT), got {wait!r}")
         self._mpi = comm
-        self._options = {"node_size": node_size, "lanes": lanes, "timeout": timeout}
+        self._options = {"node_size": node_size, "lanes": lanes, "timeout": timeout, "wait": wait}
         ns = config.value("PYMCOLL_NODE_SIZE", node_size)
         self._virtual_node_size = ns
         cfg = ffi.new("pmc_config *")
@@ -208,6 +214,7 @@ class Comm:
         cfg.heap_bytes = config.value("PYMCOLL_HEAP_SIZE")
         cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
+        cfg.wait_sleep = int(config.value("PYMCOLL_WAIT", wait) == "sleep")
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
         cfg.cma_min = config.value("PYMCOLL_CMA_MIN")
         cfg.flat_max = config.value("PYMCOLL_REDUCE_FLAT_MAX")

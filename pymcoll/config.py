@@ -94,6 +94,14 @@ def parse_shm_mode(text: str, name: str) -> str:
     raise ValueError(f"{name}={text!r}: expected 'auto' or 'off'")
 
 
+def parse_wait(text: str, name: str) -> str:
+    """Parse a wait policy: auto or sleep."""
+    value = text.strip().lower()
+    if value not in WAIT_POLICIES:
+        raise ValueError(f"{name}={text!r}: expected 'auto' or 'sleep'")
+    return value
+
+
 def parse_copy(text: str, name: str) -> str:
     """Parse a data path: auto, inline, cico, cma or direct."""
     value = text.strip().lower()
@@ -120,6 +128,7 @@ def parse_inline_max(text: str, name: str) -> int:
 
 # Data paths within a node and algorithm choices, in the core's numbering.
 COPY_MODES = ("auto", "inline", "cico", "cma", "direct")
+WAIT_POLICIES = ("auto", "sleep")
 ALGORITHMS = ("auto", "shm", "mpi", "leader", "lanes")
 # Collectives in the core's numbering (PMC_COLL_* - 1), for PYMCOLL_<NAME>_ALGORITHM.
 COLLECTIVES = ("Barrier", "Bcast", "Allgather", "Allreduce", "Reduce", "Gather", "Gatherv", "Scatter",
@@ -215,6 +224,10 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_PROGRESS_THREAD", False, parse_flag,
                "1: a background thread per communicator moves started non-blocking and persistent "
                "collectives, so they complete without Test/Wait calls (needs MPI_THREAD_MULTIPLE)"),
+        Option("PYMCOLL_WAIT", "auto", parse_wait,
+               "how a rank waits for others: auto (spin, then yield, then sleep; only yield and sleep when "
+               "ranks outnumber CPUs) or sleep (sleep at once: for threads that share a CPU with compute, "
+               "such as a communication thread beside torch's)"),
         Option("PYMCOLL_SHM", "auto", parse_shm_mode,
                "'off' runs every collective through the wrapped MPI communicator"),
         Option("PYMCOLL_SHM_SIZE", 4 << 20, parse_bytes,

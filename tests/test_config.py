@@ -29,11 +29,19 @@ def test_empty_environment_value_means_unset(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("name,bad", [("PYMCOLL_TIMEOUT", "soon"), ("PYMCOLL_TIMEOUT", "-1"),
-                                      ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe")])
+                                      ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe"),
+                                      ("PYMCOLL_WAIT", "spin")])
 def test_bad_environment_values_raise_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, bad: str) -> None:
     monkeypatch.setenv(name, bad)
     with pytest.raises(ValueError, match=name):
         config.value(name)
+
+
+def test_wait_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config.value("PYMCOLL_WAIT") == "auto"
+    monkeypatch.setenv("PYMCOLL_WAIT", " Sleep ")
+    assert config.value("PYMCOLL_WAIT") == "sleep"
+    assert config.value("PYMCOLL_WAIT", "auto") == "auto"  # the keyword wins
 
 
 def test_mpi_family_detection() -> None:

@@ -143,20 +143,26 @@ def test_preload_calls_are_traced_and_the_late_rank_named(programs: dict[str, Pa
 
 
 @pytest.mark.timeout(300)
-def test_bad_setting_stops_the_job_naming_it(programs: dict[str, Path]) -> None:
-    proc = launch(2, programs["late_rank"], preload=True, env={"PYMCOLL_NODE_LAYOUT": "diagonal"})
+@pytest.mark.parametrize("name,value,message", [
+    ("PYMCOLL_NODE_LAYOUT", "diagonal", "PYMCOLL_NODE_LAYOUT='diagonal': expected 'block' or 'cyclic'"),
+    ("PYMCOLL_WAIT", "spin", "PYMCOLL_WAIT='spin': expected 'auto' or 'sleep'"),
+])
+def test_bad_setting_stops_the_job_naming_it(programs: dict[str, Path], name: str, value: str, message: str) -> None:
+    proc = launch(2, programs["late_rank"], preload=True, env={name: value})
     assert proc.returncode != 0
-    assert "PYMCOLL_NODE_LAYOUT='diagonal': expected 'block' or 'cyclic'" in proc.stderr, proc.stderr
+    assert message in proc.stderr, proc.stderr
 
 
 @pytest.mark.timeout(300)
-def test_mpi4py_program_runs_through_preload() -> None:
+@pytest.mark.parametrize("wait", ["auto", "sleep"])
+def test_mpi4py_program_runs_through_preload(wait: str) -> None:
     code = ("from mpi4py import MPI\nimport numpy as np\nc = MPI.COMM_WORLD\n"
             "a = np.arange(5.0) + c.rank\nb = np.empty(5)\nc.Allreduce(a, b)\n"
             "assert (b == sum(np.arange(5.0) + r for r in range(c.size))).all(), b\n"
             "g = np.empty(5 * c.size)\nc.Allgather(a, g)\nassert (g.reshape(c.size, 5)[:, 0] == np.arange(c.size)).all()\n"
             "print('ok', c.rank)\n")
-    cmd = mpiexec_command(2) + launcher_env({"LD_PRELOAD": str(preload_path()), "PYMCOLL_PMPI_VERBOSE": "1"})
+    cmd = mpiexec_command(2) + launcher_env({"LD_PRELOAD": str(preload_path()), "PYMCOLL_PMPI_VERBOSE": "1",
+                                             "PYMCOLL_WAIT": wait})
     proc = subprocess.run(cmd + [sys.executable, "-c", code], cwd=TESTS_DIR, env=mpi_env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.count("ok") == 2, proc.stdout + proc.stderr

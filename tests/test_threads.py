@@ -13,6 +13,9 @@ CONFIGS = {
     "no-progress-thread": ("acd", {}),
     # parts a and d again with the background thread racing the callers, and b
     "progress-thread": ("abd", {"PYMCOLL_PROGRESS_THREAD": "1"}),
+    # waits that only sleep (PYMCOLL_WAIT=sleep), with and without the background thread
+    "sleep-waits": ("acd", {"PYMCOLL_WAIT": "sleep"}),
+    "sleep-waits-progress-thread": ("abd", {"PYMCOLL_PROGRESS_THREAD": "1", "PYMCOLL_WAIT": "sleep"}),
 }
 
 
@@ -33,3 +36,4 @@ def test_threads(n: int, config: str) -> None:
 def test_threads_virtual_nodes() -> None:
     """Threads on different communicators whose inter-node steps go through MPI."""
     _run(4, "acd", {"PYMCOLL_NODE_SIZE": "2"})
+    _run(4, "acd", {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_WAIT": "sleep"})  # MPI waits that sleep

@@ -40,17 +40,19 @@ def _displacements(counts: Sequence[int]) -> list[int]:
 
 
 class PymcollTransport:
-    """The exchange on a :class:`pymcoll.Comm` (or an mpi4py communicator, wrapped)."""
+    """The exchange on a :class:`pymcoll.Comm` (or an mpi4py communicator, wrapped with
+    ``pymcoll.Comm(comm, wait=wait)``)."""
 
     name = "pymcoll"
 
-    def __init__(self, comm: Any = None) -> None:
+    def __init__(self, comm: Any = None, wait: Optional[str] = None) -> None:
         import pymcoll
         from mpi4py import MPI
 
         if comm is None:
             comm = MPI.COMM_WORLD
-        self.comm = comm if isinstance(comm, pymcoll.Comm) else pymcoll.Comm(comm)
+        # wait="sleep" when the exchange runs on a thread that shares its CPU with compute.
+        self.comm = comm if isinstance(comm, pymcoll.Comm) else pymcoll.Comm(comm, wait=wait)
         self._mpi = MPI
         self.rank, self.size = self.comm.rank, self.comm.size
 

@@ -63,6 +63,7 @@ typedef struct pmc_config {
     uint64_t heap_bytes;     /* shared heap per node for pmc_heap_alloc (0 = default; see PMC_DEFAULT_HEAP_BYTES) */
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
+    int wait_sleep;          /* 1: waits sleep at once instead of spinning and yielding first (PYMCOLL_WAIT=sleep) */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */

@@ -339,6 +339,7 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->local_rank = local_rank;
     n->local_size = local_size;
     n->timeout = cfg->timeout;
+    n->wait_sleep = cfg->wait_sleep != 0;
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);

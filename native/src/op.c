@@ -65,7 +65,12 @@ int pmc_op_mpi_all(pmc_op *op, int count, MPI_Request *reqs, const char *call)
         const double start = MPI_Wtime();
         mpi_wait_publish(c, call);
         for (long polls = 1; mrc == MPI_SUCCESS && !flag; ++polls) {
-            if (c->node_ctx.yield_now || polls > MPI_SPIN_POLLS) sched_yield();
+            if (c->node_ctx.wait_sleep) {
+                const struct timespec ts = {0, 20000L}; /* leave the CPU to the threads sharing it */
+                nanosleep(&ts, NULL);
+            } else if (c->node_ctx.yield_now || polls > MPI_SPIN_POLLS) {
+                sched_yield();
+            }
             if ((polls & 255) == 0) {
                 int rc = mpi_timed_out(op, start, call);
                 if (rc != PMC_OK) return rc;
@@ -412,7 +417,7 @@ static void *progress_main(void *arg)
         if (moved) idle = 0;
         if (rc == PMC_PENDING) {
             ++idle;
-            if (idle < 64 && !c->node_ctx.yield_now) {
+            if (idle < 64 && !c->node_ctx.yield_now && !c->node_ctx.wait_sleep) {
                 sched_yield();
             } else {
                 struct timespec ts = {0, idle < 1024 ? 2000L : 50000L};

@@ -93,6 +93,7 @@ def body() -> None:
     expect(comm, ValueError, "node_size", lambda: pymcoll.Comm(world, node_size=0))
     expect(comm, ValueError, "lanes", lambda: pymcoll.Comm(world, lanes=-2))
     expect(comm, ValueError, "timeout", lambda: pymcoll.Comm(world, timeout=-1))
+    expect(comm, ValueError, "wait", lambda: pymcoll.Comm(world, wait="spin"))
 
     # Datatype layouts that are not contiguous are packed, not rejected.
     vec = MPI.DOUBLE.Create_vector(4, 1, 2).Commit()

@@ -66,6 +66,7 @@ typedef struct pmc_node {
     uint64_t step;          /* last step completed by this rank */
     double timeout;         /* seconds per wait, 0 = none */
     int yield_now;          /* more local ranks than CPUs: never spin */
+    int wait_sleep;         /* PYMCOLL_WAIT=sleep: neither spin nor yield, sleep (the CPU is someone else's) */
     int *others;            /* local ranks other than this one */
     uint64_t chunk;         /* pipeline chunk in bytes */
     int layout;             /* current PMC_LAYOUT_* of the data area */

@@ -1,5 +1,6 @@
-/* Waiting on flags: spin, then yield, then sleep, with a deadline, peer
- * liveness checks and a node-wide abort word. */
+/* Waiting on flags: spin, then yield, then sleep (only sleep when the
+ * communicator's waits must leave the CPU to other threads: PYMCOLL_WAIT=sleep),
+ * with a deadline, peer liveness checks and a node-wide abort word. */
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
@@ -226,7 +227,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
     wait_publish(n, kind, peers, npeers, target, flags, stride, start);
     double next_liveness = start + LIVENESS_SECONDS;
     long polls = 0, sleep_ns = SLEEP_MIN_NS;
-    const long spin_polls = n->yield_now ? 0 : SPIN_POLLS;
+    const long spin_polls = n->yield_now || n->wait_sleep ? 0 : SPIN_POLLS;
 
     while (i < npeers) {
         if (pmc_step_geq(pmc_flag_load(&flags[(size_t)peers[i] * stride]), target)) {
@@ -244,7 +245,7 @@ int pmc_node_wait(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
         int rc = wait_trouble(n, kind, peers, npeers, i, target, t, start, live);
         if (rc != PMC_OK) return rc;
         if (polls < spin_polls) continue;
-        if (t - start < YIELD_SECONDS || n->yield_now) {
+        if (!n->wait_sleep && (t - start < YIELD_SECONDS || n->yield_now)) {
             /* Oversubscribed ranks keep yielding: the peer we wait for
              * needs this CPU, and a sleep would add its whole latency. */
             if (!n->yield_now || t - start < 0.05) {
