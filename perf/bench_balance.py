@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
 from perfutil import commit, pyplot  # noqa: E402
@@ -52,6 +52,19 @@ def launch(np_: int, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return json.loads(out.read_text())
+
+
+def interleaved(a: argparse.Namespace, base: list[str], variants: dict[str, list[str]], label: str,
+                show: Callable[[dict], str]) -> dict[str, list[dict]]:
+    """Every variant launched a.reps times, the order reversed on odd repetitions: its results."""
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    for rep in range(a.reps):
+        order = list(variants) if rep % 2 == 0 else list(reversed(variants))
+        for v in order:
+            r = launch(a.np, base + variants[v], {})
+            runs[v].append(r)
+            print(f"  {label} {v:<22} rep {rep}: {show(r)}", file=sys.stderr, flush=True)
+    return runs
 
 
 def mean_length_file(kind: str, tmp: Path) -> Path:
@@ -78,14 +91,9 @@ def bubbles(a: argparse.Namespace) -> dict[str, Any]:
                 "equal work": ["--lengths", "ml100k", "--lengths-file", str(mean_length_file(kind, Path(tmp))),
                                "--split", "contiguous"],
             }
-            runs: dict[str, list[dict]] = {v: [] for v in variants}
-            for rep in range(a.reps):
-                order = list(variants) if rep % 2 == 0 else list(reversed(variants))
-                for v in order:
-                    r = launch(a.np, base + variants[v], {})
-                    runs[v].append(r)
-                    print(f"  {kind:<10} {v:<22} rep {rep}: bubble {r['bubble_s'] / r['steps'] * 1e3:7.2f} ms/step, "
-                          f"step {r['step_ms']:7.1f} ms", file=sys.stderr, flush=True)
+            runs = interleaved(a, base, variants, f"{kind:<10}",
+                               lambda r: f"bubble {r['bubble_s'] / r['steps'] * 1e3:7.2f} ms/step, "
+                                         f"step {r['step_ms']:7.1f} ms")
             for v, rs in runs.items():
                 records.append({
                     "lengths": kind, "variant": v,
@@ -104,13 +112,7 @@ def overlap(a: argparse.Namespace) -> dict[str, Any]:
     records = []
     for gbps in [float(x) for x in a.links.split(",")]:
         variants = {"inline": ["--link-gbps", str(gbps)], "overlap": ["--link-gbps", str(gbps), "--overlap"]}
-        runs: dict[str, list[dict]] = {v: [] for v in variants}
-        for rep in range(a.reps):
-            order = list(variants) if rep % 2 == 0 else list(reversed(variants))
-            for v in order:
-                r = launch(a.np, base + variants[v], {})
-                runs[v].append(r)
-                print(f"  {gbps:5.2f} Gb/s {v:<8} rep {rep}: step {r['step_ms']:7.1f} ms", file=sys.stderr, flush=True)
+        runs = interleaved(a, base, variants, f"{gbps:5.2f} Gb/s", lambda r: f"step {r['step_ms']:7.1f} ms")
 
         def per_step(r: dict, key: str) -> float:
             return max(p[key] for p in r["pipeline"]) / r["steps"] * 1e3
