@@ -1,0 +1,39 @@
+"""A tiered-memory embedding store with learned caching and prefetching
+(imported as ``pymcoll.algorithms.tiered_cache``).
+
+Inference embedding tables outgrow memory; a small fast tier (DRAM slots)
+caches rows of a large slow tier (a memory-mapped file). What to keep, and
+what to bring in ahead of use, decides how often a lookup waits for the slow
+tier. This package gives:
+
+* :mod:`.store`: :class:`TieredEmbeddingStore`, the two-tier table (batch
+  lookups, write-back of updated rows, pinning of rows in use);
+* :mod:`.policies`: LRU, LFU and Belady's optimum (offline) behind one
+  interface, and the replay and labelling helpers;
+* :mod:`.learned`: the learned caching policy (a small model of Belady's
+  next-access outcome); :mod:`.prefetch`: the learned prefetcher (rows that
+  miss together); :mod:`.features` and :mod:`.model` are their inputs and model;
+* :mod:`.traces`: generated traces calibrated to Meta's public statistics
+  (``make_trace``) and traces recorded from the DLRM example's data;
+* :mod:`.simulate`: ``simulate(trace, capacity, policy)`` and its result.
+
+Typical use::
+
+    from pymcoll.algorithms.tiered_cache import make_trace, simulate
+    trace = make_trace(100_000, "mixed", seed=0)
+    for policy in ("lru", "lfu", "opt", "learned", "learned+prefetch"):
+        r = simulate(trace, 0.05, policy)
+        print(policy, r.hit_rate, r.on_demand_fetches, r.prefetch_accuracy, r.us_per_lookup)
+"""
+
+from .learned import LearnedCachePolicy
+from .policies import CLASSIC, LFUPolicy, LRUPolicy, OPTPolicy, Policy, next_use, opt_next_hit, replay
+from .prefetch import LearnedPrefetcher
+from .simulate import POLICIES, SimResult, resolve_capacity, simulate
+from .store import CapacityError, TieredEmbeddingStore
+from .traces import KINDS, Trace, describe, make_trace, record_dlrm_trace
+
+__all__ = ["CLASSIC", "KINDS", "POLICIES", "CapacityError", "LFUPolicy", "LRUPolicy", "LearnedCachePolicy",
+           "LearnedPrefetcher", "OPTPolicy", "Policy", "SimResult", "TieredEmbeddingStore", "Trace", "describe",
+           "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay", "resolve_capacity",
+           "simulate"]

@@ -1,0 +1,210 @@
+"""Replay a trace through a fast tier under a policy and score it.
+
+:func:`simulate` serves a trace batch by batch from an empty fast tier of a
+given capacity. Every policy serves the warm-up prefix (default the first
+20% of the lookups) and is scored on the rest only; the learned policies
+train on the warm-up at its end. While batch i is served, the learned
+policy's model prepares batch i+1 and the prefetcher predicts what to bring
+in after batch i, in a background thread; prefetched rows take fast-tier
+slots like any other row (no extra buffer), evicting the policy's victims.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from .learned import LearnedCachePolicy
+from .policies import CLASSIC, Policy
+from .prefetch import LearnedPrefetcher
+from .traces import Trace
+
+#: Policy names :func:`simulate` accepts.
+POLICIES = ("lru", "lfu", "opt", "learned", "learned+prefetch")
+
+
+@dataclass
+class SimResult:
+    """What a simulation measured, over the scored lookups (after the warm-up)."""
+
+    policy: str
+    capacity: int
+    lookups: int
+    hits: int
+    on_demand_fetches: int
+    prefetches: int
+    prefetch_used: int
+    model_seconds: float
+    train_seconds: float
+    seconds: float
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of scored lookups served from the fast tier (prefetched rows included)."""
+        return self.hits / self.lookups if self.lookups else 0.0
+
+    @property
+    def prefetch_accuracy(self) -> float:
+        """Share of prefetched rows looked up before they were evicted (0 without prefetching)."""
+        return self.prefetch_used / self.prefetches if self.prefetches else 0.0
+
+    @property
+    def us_per_lookup(self) -> float:
+        """Model CPU time (features, predictions, prefetch candidates) per lookup, in microseconds."""
+        return 1e6 * self.model_seconds / self.lookups if self.lookups else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(hit_rate=self.hit_rate, prefetch_accuracy=self.prefetch_accuracy,
+                 us_per_lookup=self.us_per_lookup)
+        return d
+
+
+def _distinct(ids: np.ndarray) -> int:
+    return int(np.unique(ids).size)
+
+
+def resolve_capacity(trace: Trace, capacity: Union[int, float]) -> int:
+    """Rows of fast tier: an int as is, a float in (0, 1) as that share of the trace's distinct rows."""
+    if isinstance(capacity, (bool, np.bool_)):
+        raise TypeError("capacity must be an int (rows) or a float in (0, 1) (share of distinct rows)")
+    if isinstance(capacity, (float, np.floating)):
+        if not 0.0 < capacity < 1.0:
+            raise ValueError(f"a float capacity is a share of the distinct rows, in (0, 1); got {capacity} "
+                             "(pass an int for a number of rows)")
+        return max(1, int(round(capacity * _distinct(trace.ids))))
+    if int(capacity) < 1:
+        raise ValueError(f"capacity must be at least 1 row, got {capacity}")
+    return int(capacity)
+
+
+def _from_name(name: str, n_rows: int) -> tuple[Policy, Optional[LearnedPrefetcher]]:
+    """The policy (and prefetcher) a name of :data:`POLICIES` stands for."""
+    if name in CLASSIC:
+        return CLASSIC[name](), None
+    if name == "learned":
+        return LearnedCachePolicy(n_rows), None
+    if name == "learned+prefetch":
+        return LearnedCachePolicy(n_rows), LearnedPrefetcher(n_rows)
+    raise ValueError(f"policy must be one of {POLICIES} or a Policy object, got {name!r}")
+
+
+def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], policy: Union[str, Policy] = "lru",
+             *, warmup: float = 0.2, prefetcher: Optional[LearnedPrefetcher] = None,
+             background: bool = True) -> SimResult:
+    """Serve `trace` from a fast tier of `capacity` rows under `policy`; score after the warm-up.
+
+    `trace`: a :class:`Trace` or an integer array of row ids (one batch of
+    2048 at a time). `capacity`: rows (int) or a share of the trace's
+    distinct rows (float below 1). `policy`: a name of :data:`POLICIES` or a
+    :class:`Policy` object (reset here). `warmup`: the share of lookups
+    served unscored first (the learned policies train on it). `prefetcher`:
+    an extra prefetcher for a policy object. `background`: run the model and
+    the prefetcher in a thread, a batch ahead (False: inline, same results).
+    """
+    if not isinstance(trace, Trace):
+        ids = np.asarray(trace)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"trace must be a Trace or a 1-D integer array of row ids, got {ids.dtype} "
+                             f"of shape {ids.shape}")
+        if ids.size and ids.min() < 0:
+            raise ValueError(f"trace ids must be non-negative, found {int(ids.min())}")
+        trace = Trace(ids, n_rows=int(ids.max()) + 1 if ids.size else 1)
+    if len(trace) == 0:
+        raise ValueError("trace is empty: nothing to simulate")
+    if not 0.0 <= warmup < 1.0:
+        raise ValueError(f"warmup must be in [0, 1), got {warmup}")
+    cap = resolve_capacity(trace, capacity)
+    if isinstance(policy, str):
+        pol, pf = _from_name(policy, trace.n_rows)
+        label = policy
+    elif isinstance(policy, Policy):
+        pol, pf, label = policy, None, policy.name
+    else:
+        raise TypeError(f"policy must be a name of {POLICIES} or a Policy object, got {type(policy).__name__}")
+    if prefetcher is not None:
+        pf = prefetcher
+        label = f"{label}+prefetch"
+    ids = trace.ids
+    n = ids.size
+    warm_end = int(n * warmup)
+    learned = isinstance(pol, LearnedCachePolicy)
+
+    started = time.perf_counter()
+    pol.reset(cap)
+    pol.observe(ids, 0) if not learned and pol.name == "opt" else None
+    batches = list(trace.batches())
+    in_cache = pol.__contains__
+    pending: set[int] = set()  # prefetched, not looked up yet
+    hits = misses = prefetches = used = 0
+    trained = warmup == 0.0 and not learned and pf is None
+    pool = ThreadPoolExecutor(max_workers=1) if background else None
+
+    def ahead(i: int) -> Optional[np.ndarray]:
+        """The model's work for after batch i: predictions of batch i+1, prefetches after batch i."""
+        if learned and i + 1 < len(batches):
+            pol.prepare(batches[i + 1][1], batches[i + 1][0])
+        if pf is not None and pf.capacity:
+            return pf.predict(batches[i][1], batches[i][0])
+        if pf is not None:
+            pf._triggers(batches[i][1], batches[i][0], pf._last)  # keep its absence clock running
+        return None
+
+    try:
+        for i, (t0, b) in enumerate(batches):
+            if not trained and t0 >= warm_end:
+                if learned:
+                    pol.train()
+                if pf is not None:
+                    pf.train(ids[:t0], cap)
+                trained = True
+            pol.observe(b, t0)
+            job = pool.submit(ahead, i) if pool is not None else None
+            for t, row in enumerate(b.tolist(), start=t0):
+                if in_cache(row):
+                    pol.hit(row, t)
+                    if row in pending:
+                        pending.discard(row)
+                        if t >= warm_end:
+                            used += 1
+                    if t >= warm_end:
+                        hits += 1
+                else:
+                    if len(pol) >= cap:
+                        victim = pol.victim(t)
+                        pol.remove(victim)
+                        pending.discard(victim)
+                    pol.insert(row, t)
+                    if t >= warm_end:
+                        misses += 1
+            rows = job.result() if job is not None else ahead(i)
+            if rows is not None and rows.size:
+                t_next = t0 + b.size
+                for row in rows.tolist():
+                    if in_cache(row):
+                        continue
+                    if len(pol) >= cap:
+                        victim = pol.victim(t_next)
+                        pol.remove(victim)
+                        pending.discard(victim)
+                    pol.insert(row, t_next, prefetched=True)
+                    pending.add(row)
+                    if t_next >= warm_end:
+                        prefetches += 1
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    elapsed = time.perf_counter() - started
+    model_s = getattr(pol, "model_seconds", 0.0) + (pf.model_seconds if pf is not None else 0.0)
+    train_s = getattr(pol, "train_seconds", 0.0) + (pf.train_seconds if pf is not None else 0.0)
+    scored_lookups = n - warm_end
+    # Model time is per lookup of the whole run (the model runs on the warm-up too).
+    predicted = max(getattr(pol, "predicted", 0), pf.predicted if pf is not None else 0, 1)
+    return SimResult(policy=label, capacity=cap, lookups=scored_lookups, hits=hits, on_demand_fetches=misses,
+                     prefetches=prefetches, prefetch_used=used,
+                     model_seconds=model_s * scored_lookups / predicted, train_seconds=train_s,
+                     seconds=elapsed)
