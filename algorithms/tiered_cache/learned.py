@@ -12,8 +12,12 @@ Eviction: a row's priority is ``t + horizon * capacity * log(p)``, where t is
 its last lookup and p the prediction made then; the smallest goes first.
 So rows the model calls worth keeping age like LRU, and a row with a low p
 counts as if it had been looked up ``horizon * capacity * log(1/p)`` lookups
-earlier. With a perfect predictor this order is Belady's (checked in the
-tests); with an untrained model (p = 1) it is LRU.
+earlier. With an untrained model (p = 1) the order is LRU's. With a perfect
+predictor it is Belady's as long as no row worth keeping was last looked up
+more than ``horizon * capacity * log(p_keep / p_drop)`` lookups before a row
+not worth keeping: the offset is finite on purpose, so that a row predicted
+worth keeping but never looked up again ages out instead of holding its slot
+for ever (tested both ways).
 
 The model runs a batch ahead: :meth:`prepare` computes the next batch's
 features and predictions (the simulator runs it in a background thread

@@ -13,11 +13,15 @@ stretch of the trace:
 * each trigger row ``a`` counts the target rows ``b`` among the targets
   within `window` lookups after it (at most `fanout`; rows that trigger or
   miss fewer than `min_support` times are left out first, as they cannot
-  make a pair). Pairs seen at least
-  `min_support` times are kept, with their confidence
-  ``count(a, b) / triggers(a)``; the confidence threshold is chosen on the
-  stretch itself (the lowest that keeps the predictions' precision there
-  at or above `min_precision`).
+  make a pair). Pairs seen at least `min_support` times are scored by
+  their confidence ``count(a, b) / triggers(a)`` less the chance that `b`
+  misses within `window` of any lookup (frequent misses follow everything);
+  each row keeps its `per_row` best companions scoring above chance;
+* the score threshold is chosen out of sample: pairs learned on the first
+  70% of the stretch predict the last 30%, and the threshold is the lowest
+  whose predictions there are right (looked up within `window`) at least
+  `min_precision` of the time; no threshold reaching it means no
+  prefetching. The table is then rebuilt from the whole stretch.
 
 At run time the triggers of batch i name candidates; candidates above the
 threshold, at most `budget` of them ranked by confidence, are prefetched
@@ -42,8 +46,9 @@ class LearnedPrefetcher:
 
     def __init__(self, n_rows: int, *, window: int = 8192, fanout: int = 1024, min_support: int = 2,
                  min_precision: float = 0.3, budget: Optional[int] = None, gap: Optional[int] = None,
-                 max_pairs: int = 8_000_000) -> None:
-        for name, value in (("window", window), ("fanout", fanout), ("min_support", min_support)):
+                 per_row: int = 8, max_pairs: int = 8_000_000) -> None:
+        for name, value in (("window", window), ("fanout", fanout), ("min_support", min_support),
+                            ("per_row", per_row)):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         if not 0.0 <= min_precision <= 1.0:
@@ -54,7 +59,9 @@ class LearnedPrefetcher:
         self.budget = budget
         self.gap = gap
         self.max_pairs = max_pairs
-        self.threshold = 1.0
+        self.per_row = per_row
+        self.threshold = np.inf
+        self.budget_used = 1
         self.model_seconds = 0.0
         self.train_seconds = 0.0
         self.predicted = 0
@@ -89,27 +96,40 @@ class LearnedPrefetcher:
             raise ValueError("train() needs at least two lookups")
         self.capacity = int(capacity)
         self._gap_used = self.gap if self.gap is not None else 2 * self.capacity
-        if self.budget is None:
-            self.budget = max(1, self.capacity // 8)
+        self.budget_used = self.budget if self.budget is not None else max(1, self.capacity // 8)
         trig = self._triggers(ids, 0, np.full(self.n_rows, -1, dtype=np.int64))
-        missed = ~replay(ids, capacity, OPTPolicy())
-        tpos = np.flatnonzero(missed)
-        all_trig, all_tpos = trig, tpos
+        tpos = np.flatnonzero(~replay(ids, capacity, OPTPolicy()))
+        # Choose the threshold out of sample: pairs from the first 70%, predictions scored on the rest.
+        split = int(ids.size * 0.7)
+        self._learn(ids, trig[trig < split], tpos, split)
+        held_out = trig[trig >= split]
+        self.threshold = self._choose_threshold(ids, held_out, tpos)
+        pairs = self._learn(ids, trig, tpos, ids.size)
+        spent = time.thread_time() - start
+        self.train_seconds += spent
+        return {"pairs": pairs, "triggers": int(trig.size), "threshold": self.threshold, "seconds": spent}
+
+    def _learn(self, ids: np.ndarray, trig: np.ndarray, tpos: np.ndarray, span: int) -> int:
+        """Build the association table from triggers `trig` and targets `tpos` over `span` lookups."""
+        all_trig = trig
         # A pair needs min_support of both ends: rows that trigger, or miss, once cannot make one.
         trig = trig[self._recurring(ids[trig])]
-        tpos = tpos[self._recurring(ids[tpos])]
+        tpos_r = tpos[self._recurring(ids[tpos])]
         # For each trigger, the targets after it within `window` lookups (at most `fanout`).
-        first = np.searchsorted(tpos, trig, side="right")
-        last = np.minimum(np.searchsorted(tpos, trig + self.window, side="right"), first + self.fanout)
+        first = np.searchsorted(tpos_r, trig, side="right")
+        last = np.minimum(np.searchsorted(tpos_r, trig + self.window, side="right"), first + self.fanout)
         n = np.maximum(last - first, 0)
         if n.sum() > self.max_pairs:
             n = np.minimum(n, max(1, self.max_pairs // max(1, trig.size)))
         at = np.repeat(np.arange(trig.size), n)
         j = np.repeat(first, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
         a = ids[trig][at]
-        b = ids[tpos[j]]
+        b = ids[tpos_r[j]]
         keep = a != b
-        a, b = a[keep], b[keep]
+        at, a, b = at[keep], a[keep], b[keep]
+        # A target counts once per trigger, however often it misses in the window: confidence <= 1.
+        once = np.unique(at * self.n_rows + b, return_index=True)[1]
+        a, b = a[once], b[once]
         pair = a * self.n_rows + b
         uniq, counts = np.unique(pair, return_counts=True)
         strong = counts >= self.min_support
@@ -117,24 +137,32 @@ class LearnedPrefetcher:
         ta, tb = uniq // self.n_rows, uniq % self.n_rows
         trig_rows, trig_counts = np.unique(ids[all_trig], return_counts=True)
         conf = counts / trig_counts[np.searchsorted(trig_rows, ta)]
+        # Frequent misses follow any trigger by chance: score the excess over that chance.
+        in_span = tpos[tpos < span]
+        miss_rows, miss_counts = np.unique(ids[in_span], return_counts=True)
+        k = np.minimum(np.searchsorted(miss_rows, tb), max(0, miss_rows.size - 1))
+        expected = np.where(miss_rows[k] == tb, miss_counts[k], 0) * self.window / max(1, span)
+        score = conf - (1.0 - np.exp(-expected))  # chance of at least one miss of b in a window
+        # Keep the `per_row` best-scoring companions of each trigger row, and only those above chance.
+        o = np.lexsort((-score, ta))
+        ta, tb, score = ta[o], tb[o], score[o]
+        starts = np.flatnonzero(np.r_[True, ta[1:] != ta[:-1]])
+        rank = np.arange(ta.size) - np.repeat(starts, np.diff(np.r_[starts, ta.size]))
+        sel = (rank < self.per_row) & (score > 0)
+        ta, tb, score = ta[sel], tb[sel], score[sel]
         self._keys, first_idx = np.unique(ta, return_index=True)
         self._starts = np.append(first_idx, ta.size).astype(np.int64)
         self._targets = tb.astype(np.int64)
-        self._conf = conf.astype(np.float32)
-        self.threshold = self._choose_threshold(ids, all_trig, all_tpos)
-        self._last = np.full(self.n_rows, -1, dtype=np.int64)
-        spent = time.thread_time() - start
-        self.train_seconds += spent
-        return {"pairs": int(ta.size), "triggers": int(trig.size), "threshold": self.threshold,
-                "seconds": spent}
+        self._conf = score.astype(np.float32)
+        return int(ta.size)
 
     def _choose_threshold(self, ids: np.ndarray, trig: np.ndarray, tpos: np.ndarray) -> float:
         """Lowest confidence whose predictions on the training stretch are right >= min_precision."""
         if self._targets.size == 0 or trig.size == 0:
-            return 1.0
+            return np.inf
         rows, conf, at = self._lookup(ids[trig])
         if rows.size == 0:
-            return 1.0
+            return np.inf
         t_trig = trig[at]
         # Right: the row is a target (a miss of the optimum) within `window` after the trigger.
         target_rows = ids[tpos]
@@ -147,7 +175,7 @@ class LearnedPrefetcher:
         o = np.argsort(-conf, kind="stable")
         precision = np.cumsum(right[o]) / np.arange(1, o.size + 1)
         good = np.flatnonzero(precision >= self.min_precision)
-        return float(conf[o][good[-1]]) if good.size else 1.0
+        return float(conf[o][good[-1]]) if good.size else np.inf
 
     def _recurring(self, rows: np.ndarray) -> np.ndarray:
         """Mask of the entries of `rows` whose row occurs at least min_support times in `rows`."""
@@ -191,7 +219,7 @@ class LearnedPrefetcher:
                 rows, conf = rows[first], conf[first]
                 notin = ~np.isin(rows, ids)
                 rows, conf = rows[notin], conf[notin]
-                out = rows[np.argsort(-conf, kind="stable")][: self.budget]
+                out = rows[np.argsort(-conf, kind="stable")][: self.budget_used]
         self.model_seconds += time.thread_time() - start
         self.predicted += ids.size
         return out

@@ -133,6 +133,9 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
     n = ids.size
     warm_end = int(n * warmup)
     learned = isinstance(pol, LearnedCachePolicy)
+    if (learned or pf is not None) and warm_end < 1:
+        raise ValueError(f"warmup={warmup}: the learned policies train on the warm-up, so it must hold at least "
+                         f"one lookup (the default is 0.2)")
 
     started = time.perf_counter()
     pol.reset(cap)

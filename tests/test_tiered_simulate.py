@@ -1,0 +1,269 @@
+"""Generated and recorded traces, and simulate().
+
+Generated traces are reproducible and have the calibrated statistics (42%
+of the rows touched once, the top 5% of rows taking most lookups); Trace
+checks its input, saves and loads, and batches cover it exactly. simulate()
+scores the classic policies exactly as replay() does after the warm-up,
+gives the same result with and without its background thread, and never
+beats Belady's optimum with a history-based policy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pymcoll.algorithms.tiered_cache import (CLASSIC, KINDS, POLICIES, LearnedCachePolicy, LearnedPrefetcher,
+                                             LRUPolicy, OPTPolicy, SimResult, Trace, describe, make_trace,
+                                             record_dlrm_trace, replay, resolve_capacity, simulate)
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Trace:
+    return make_trace(20000, "mixed", seed=0)
+
+
+@pytest.fixture(scope="module")
+def short_mixed() -> Trace:
+    return make_trace(20000, "mixed", seed=0, n_lookups=50000)
+
+
+# ---------------------------------------------------------------------------
+# Generated traces
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_make_trace_statistics(kind):
+    trace = make_trace(20000, kind, seed=0)
+    assert trace.ids.dtype == np.int64 and trace.n_rows == 20000 and trace.batch_size == 2048
+    assert trace.ids.min() >= 0 and trace.ids.max() < 20000
+    s = trace.stats()
+    assert s == describe(trace.ids)
+    assert s["lookups"] == len(trace)
+    assert abs(s["singleton_fraction"] - 0.42) <= 0.02, s
+    assert s["top5pct_share"] > 0.5, s
+    assert trace.meta["kind"] == kind and trace.meta["seed"] == 0
+
+
+def test_make_trace_is_deterministic():
+    for kind in KINDS:
+        a = make_trace(5000, kind, seed=7, n_lookups=20000)
+        b = make_trace(5000, kind, seed=7, n_lookups=20000)
+        c = make_trace(5000, kind, seed=8, n_lookups=20000)
+        np.testing.assert_array_equal(a.ids, b.ids)
+        assert a.meta == b.meta
+        assert a.ids.size != c.ids.size or not np.array_equal(a.ids, c.ids)
+    assert not np.array_equal(make_trace(5000, "irm", seed=1, n_lookups=20000).ids[:1000],
+                              make_trace(5000, "mixed", seed=1, n_lookups=20000).ids[:1000])
+
+
+def test_make_trace_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="kind"):
+        make_trace(20000, "zipf")
+    with pytest.raises(ValueError, match="n_rows"):
+        make_trace(999)
+    for locality in (-0.1, 1.1):
+        with pytest.raises(ValueError, match="locality"):
+            make_trace(20000, locality=locality)
+    with pytest.raises(ValueError, match="singleton_fraction"):
+        make_trace(20000, singleton_fraction=0.95)
+    with pytest.raises(ValueError, match="n_lookups"):
+        make_trace(20000, n_lookups=100)
+
+
+def test_describe():
+    assert describe(np.zeros(0, np.int64))["lookups"] == 0
+    s = describe(np.array([5, 5, 5, 1, 2]))
+    assert s["distinct"] == 3 and s["singleton_fraction"] == pytest.approx(2 / 3)
+    assert s["top1pct_share"] == pytest.approx(3 / 5) and s["top5pct_share"] == pytest.approx(3 / 5)
+
+
+# ---------------------------------------------------------------------------
+# Trace
+# ---------------------------------------------------------------------------
+
+def test_trace_validation():
+    with pytest.raises(ValueError, match="outside the table of n_rows=5"):
+        Trace(np.array([0, 5]), n_rows=5)
+    with pytest.raises(ValueError, match="trace id -1 is outside"):
+        Trace(np.array([0, -1]), n_rows=5)
+    with pytest.raises(ValueError, match="1-D"):
+        Trace(np.zeros((2, 3), np.int64), n_rows=5)
+    with pytest.raises(ValueError, match="n_rows"):
+        Trace(np.zeros(0, np.int64), n_rows=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        Trace(np.array([1]), n_rows=5, batch_size=0)
+    t = Trace([1, 2, 3], n_rows=4)
+    assert t.ids.dtype == np.int64 and len(t) == 3
+
+
+def test_trace_save_load(tmp_path):
+    trace = make_trace(5000, "bursty", seed=2, n_lookups=10000, batch_size=512)
+    trace.save(tmp_path / "t.npz")
+    back = Trace.load(tmp_path / "t.npz")
+    np.testing.assert_array_equal(back.ids, trace.ids)
+    assert (back.n_rows, back.batch_size) == (trace.n_rows, trace.batch_size)
+    assert back.meta["saved_meta"] == repr(trace.meta)
+    np.save(tmp_path / "ids.npy", np.array([3, 1, 4]))
+    plain = Trace.load(tmp_path / "ids.npy")
+    assert plain.ids.tolist() == [3, 1, 4] and plain.n_rows == 5
+    np.savez(tmp_path / "other.npz", x=np.arange(3))
+    with pytest.raises(ValueError, match="no 'ids' array"):
+        Trace.load(tmp_path / "other.npz")
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(n=st.integers(0, 300), batch=st.integers(1, 64), start=st.integers(0, 320))
+def test_batches_cover_the_trace(n, batch, start):
+    trace = Trace(np.arange(n) % 7, n_rows=7, batch_size=batch)
+    parts = list(trace.batches(start))
+    if start >= n:
+        assert parts == []
+        return
+    assert parts[0][0] == start
+    t = start
+    for i, (t0, ids) in enumerate(parts):
+        assert t0 == t and 0 < ids.size <= batch
+        if i:
+            assert t0 % batch == 0  # aligned after the first
+        t += ids.size
+    assert t == n
+    np.testing.assert_array_equal(np.concatenate([ids for _, ids in parts]), trace.ids[start:])
+
+
+def test_record_dlrm_trace():
+    trace = record_dlrm_trace(5000, 3, batch_size=256)
+    assert len(trace) == 768 and trace.batch_size == 256
+    assert trace.n_rows <= 5000
+    assert trace.ids.min() >= 0 and trace.ids.max() < trace.n_rows
+    assert trace.meta["kind"] == "dlrm"
+    np.testing.assert_array_equal(record_dlrm_trace(5000, 3, batch_size=256).ids, trace.ids)
+    with pytest.raises(ValueError, match="n_batches"):
+        record_dlrm_trace(5000, 0)
+    with pytest.raises(ValueError, match="table"):
+        record_dlrm_trace(5000, 1, table=1000)
+
+
+# ---------------------------------------------------------------------------
+# simulate()
+# ---------------------------------------------------------------------------
+
+def test_resolve_capacity(short_mixed):
+    distinct = np.unique(short_mixed.ids).size
+    assert resolve_capacity(short_mixed, 100) == 100
+    assert resolve_capacity(short_mixed, np.int64(7)) == 7
+    assert resolve_capacity(short_mixed, 0.05) == round(0.05 * distinct)
+    assert resolve_capacity(short_mixed, 1e-9) == 1
+    assert simulate(short_mixed, 0.05, "lru").capacity == round(0.05 * distinct)
+    assert simulate(short_mixed, 300, "lru").capacity == 300
+
+
+def test_simulate_rejects_bad_input(short_mixed):
+    for cap in (0, -3):
+        with pytest.raises(ValueError, match="at least 1 row"):
+            simulate(short_mixed, cap)
+    for cap in (0.0, 1.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="share of the distinct rows"):
+            simulate(short_mixed, cap)
+    with pytest.raises(TypeError, match="capacity"):
+        simulate(short_mixed, True)
+    for warmup in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="warmup"):
+            simulate(short_mixed, 10, warmup=warmup)
+    with pytest.raises(ValueError, match="policy must be one of"):
+        simulate(short_mixed, 10, "mru")
+    with pytest.raises(TypeError, match="policy"):
+        simulate(short_mixed, 10, LRUPolicy)  # the class, not an object
+    with pytest.raises(ValueError, match="1-D integer array"):
+        simulate(np.zeros((3, 2), np.int64), 1)
+    with pytest.raises(ValueError, match="1-D integer array"):
+        simulate(np.array([0.5, 1.0]), 1)
+    with pytest.raises(ValueError, match="non-negative"):
+        simulate(np.array([1, -2, 3]), 1)
+    with pytest.raises(ValueError, match="empty"):
+        simulate(np.zeros(0, np.int64), 1)
+
+
+@pytest.mark.parametrize("warmup", [0.0, 0.2, 0.37])
+@pytest.mark.parametrize("policy", sorted(CLASSIC))
+def test_classic_policies_match_replay(policy, warmup):
+    trace = make_trace(5000, "mixed", seed=4, n_lookups=30000)
+    cap = 150
+    hits = replay(trace.ids, cap, CLASSIC[policy]())
+    start = int(len(trace) * warmup)
+    r = simulate(trace, cap, policy, warmup=warmup)
+    assert r.lookups == len(trace) - start
+    assert r.hits == hits[start:].sum()
+    assert r.on_demand_fetches + r.hits == r.lookups
+    assert r.prefetches == r.prefetch_used == 0 and r.prefetch_accuracy == 0.0
+    # A policy object, or the ids as a plain array, give the same.
+    assert simulate(trace, cap, CLASSIC[policy](), warmup=warmup).hits == r.hits
+    assert simulate(trace.ids, cap, policy, warmup=warmup).hits == r.hits
+
+
+@pytest.mark.parametrize("policy", ["learned", "learned+prefetch"])
+def test_background_thread_changes_nothing(short_mixed, policy):
+    def run(background: bool):
+        if policy == "learned":
+            return simulate(short_mixed, 0.05, policy, background=background)
+        # A prefetcher that always prefetches, so that the comparison covers it.
+        pf = LearnedPrefetcher(short_mixed.n_rows, min_precision=0.0, min_support=1)
+        return simulate(short_mixed, 0.05, LearnedCachePolicy(short_mixed.n_rows), prefetcher=pf,
+                        background=background)
+
+    a, b = run(True), run(False)
+    assert (a.hits, a.on_demand_fetches, a.prefetches, a.prefetch_used) == \
+        (b.hits, b.on_demand_fetches, b.prefetches, b.prefetch_used)
+    assert a.lookups == b.lookups and a.capacity == b.capacity
+    assert a.on_demand_fetches + a.hits == a.lookups
+    assert 0.0 <= a.prefetch_accuracy <= 1.0
+    assert a.prefetch_used <= a.prefetches
+    if policy == "learned":
+        assert a.prefetches == 0
+    else:
+        assert a.prefetches > 0, "nothing prefetched: the comparison would not cover the prefetcher"
+
+
+def test_policies_against_belady(mixed):
+    results = {p: simulate(mixed, 0.05, p) for p in ("lru", "lfu", "opt", "learned")}
+    opt = results["opt"].hit_rate
+    for p, r in results.items():
+        assert r.policy == p and r.lookups == len(mixed) - int(0.2 * len(mixed))
+        assert r.hit_rate <= opt, (p, r.hit_rate, opt)
+        assert r.on_demand_fetches + r.hits == r.lookups
+        d = r.to_dict()
+        for key in ("hit_rate", "on_demand_fetches", "prefetch_accuracy", "us_per_lookup"):
+            assert key in d
+        assert d["hit_rate"] == r.hit_rate and 0.0 <= d["prefetch_accuracy"] <= 1.0 and d["us_per_lookup"] >= 0
+    assert results["lru"].us_per_lookup == 0.0 and results["learned"].us_per_lookup > 0
+    assert results["learned"].train_seconds > 0
+
+
+def test_simulate_with_prefetcher_object(short_mixed):
+    r = simulate(short_mixed, 0.05, OPTPolicy(), prefetcher=LearnedPrefetcher(short_mixed.n_rows))
+    assert r.policy == "opt+prefetch"
+    assert r.on_demand_fetches + r.hits == r.lookups
+    assert 0.0 <= r.prefetch_accuracy <= 1.0 and r.prefetch_used <= r.prefetches
+
+
+def test_sim_result_properties():
+    r = SimResult(policy="x", capacity=1, lookups=0, hits=0, on_demand_fetches=0, prefetches=0, prefetch_used=0,
+                  model_seconds=0.0, train_seconds=0.0, seconds=0.0)
+    assert r.hit_rate == 0.0 and r.prefetch_accuracy == 0.0 and r.us_per_lookup == 0.0
+    r = SimResult(policy="x", capacity=1, lookups=10, hits=4, on_demand_fetches=6, prefetches=5, prefetch_used=2,
+                  model_seconds=2e-5, train_seconds=0.0, seconds=0.0)
+    assert r.hit_rate == 0.4 and r.prefetch_accuracy == 0.4 and r.us_per_lookup == pytest.approx(2.0)
+
+
+def test_policies_constant():
+    assert set(CLASSIC) < set(POLICIES)
+
+
+@pytest.mark.parametrize("policy", ["learned", "learned+prefetch"])
+def test_learned_policies_need_a_warmup(policy):
+    trace = make_trace(5000, "mixed", seed=0, n_lookups=8192)
+    with pytest.raises(ValueError, match="warmup=0.0: the learned policies train on the warm-up"):
+        simulate(trace, 0.05, policy, warmup=0.0)
+    assert simulate(trace, 0.05, "lru", warmup=0.0).lookups == len(trace)
