@@ -73,6 +73,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--print-losses", action="store_true", help="print every step's global loss")
     ap.add_argument("--print-digest", action="store_true", help="print a digest of all weights at the end")
     ap.add_argument("--json", type=Path, default=None, help="write the summary here (rank 0)")
+    ap.add_argument("--record-trace", type=Path, default=None,
+                    help="write the ids the largest table is looked up with, step by step, as a tiered-cache "
+                         "trace (.npz, rank 0; load with pymcoll.algorithms.tiered_cache.Trace.load)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     a = ap.parse_args()
     for name in ("steps", "batch_size", "dim", "eval_samples"):
@@ -166,8 +169,13 @@ def main() -> None:
     loss_sum = np.zeros(1)
     ema = None
     history = []
+    traced = int(np.argmax(sizes))
+    recorded: list[np.ndarray] = []
     for step in range(start, a.steps):
-        batch = data.batch(step, a.batch_size).samples(lo, hi)
+        full = data.batch(step, a.batch_size)
+        if a.record_trace is not None and rank == 0:
+            recorded.append(np.asarray(full.sparse.feature(traced)[1], dtype=np.int64))
+        batch = full.samples(lo, hi)
         t0 = time.perf_counter()
         logits = model(torch.from_numpy(batch.dense), batch.sparse)
         loss = bce(logits, torch.from_numpy(batch.labels)) / a.batch_size
@@ -200,6 +208,14 @@ def main() -> None:
     timer = emb.exchange.timer
     if a.checkpoint_dir and (not a.checkpoint_every or a.steps % a.checkpoint_every):
         save_checkpoint(a.checkpoint_dir, model, emb, a.steps, dense_opt)
+    if a.record_trace is not None and rank == 0 and recorded:
+        from pymcoll.algorithms.tiered_cache import Trace
+
+        Trace(np.concatenate(recorded), n_rows=sizes[traced], batch_size=a.batch_size,
+              meta={"kind": "dlrm_train", "table": traced, "steps": [start, a.steps], "seed": a.seed}
+              ).save(a.record_trace)
+        print(f"recorded the ids of table {traced} ({sizes[traced]} rows) over {len(recorded)} steps in "
+              f"{a.record_trace}", flush=True)
     ev_loss, ev_auc = evaluate(model, data, a.eval_samples, rank, size, comm)
     weights_digest = digest(emb, model) if a.print_digest else None
     if rank == 0:

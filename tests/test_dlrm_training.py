@@ -75,3 +75,22 @@ def test_every_transport_trains_alike() -> None:
             for t in ("pymcoll", "gloo", "torch-pymcoll")}
     assert len(runs["pymcoll"]) == 3
     assert runs["gloo"] == runs["pymcoll"] and runs["torch-pymcoll"] == runs["pymcoll"]
+
+
+def test_records_a_tiered_cache_trace(tmp_path: Path) -> None:
+    import numpy as np
+
+    from pymcoll.algorithms.dlrm.data import CRITEO_KAGGLE_CARDINALITIES, SyntheticCriteo, cap_table_sizes
+    from pymcoll.algorithms.tiered_cache import Trace, simulate
+
+    path = tmp_path / "ids.npz"
+    out = train(2, "--steps", "5", "--record-trace", str(path), *SMALL)
+    assert f"over 5 steps in {path}" in out
+    trace = Trace.load(path)
+    sizes = cap_table_sizes(CRITEO_KAGGLE_CARDINALITIES, 2000)
+    table = int(np.argmax(sizes))
+    data = SyntheticCriteo(sizes, seed=0)
+    want = np.concatenate([data.batch(step, 256).sparse.feature(table)[1] for step in range(5)])
+    assert trace.n_rows == sizes[table] and trace.batch_size == 256
+    np.testing.assert_array_equal(trace.ids, want)  # the global batch's ids, step by step
+    assert 0.0 < simulate(trace, 0.05, "lru").hit_rate < 1.0

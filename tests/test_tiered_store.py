@@ -513,3 +513,18 @@ def test_bad_construction(tmp_path):
         f.write("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         TieredEmbeddingStore.open(path, 4)
+
+
+def test_learned_policy_in_the_store(tmp_path):
+    # "learned" serves as LRU until trained on the lookups served so far, then by its model; the
+    # table stays identical to the in-memory one either way.
+    rng = np.random.default_rng(5)
+    store, ref = make(tmp_path, 8, "learned")
+    run_random(store, ref, rng, steps=120, max_distinct=6)
+    info = store.policy.train()
+    assert store.policy.model is not None and info["examples"] > 0
+    run_random(store, ref, rng, steps=120, max_distinct=6)
+    store.close()
+    with pytest.raises(ValueError, match="needs n_rows"):
+        from pymcoll.algorithms.tiered_cache.store import make_policy
+        make_policy("learned")
