@@ -19,7 +19,7 @@ from typing import Optional, Union
 import numpy as np
 
 from .learned import LearnedCachePolicy
-from .policies import CLASSIC, Policy
+from .policies import CLASSIC, OPTPolicy, Policy
 from .prefetch import LearnedPrefetcher
 from .traces import Trace
 
@@ -139,22 +139,22 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
 
     started = time.perf_counter()
     pol.reset(cap)
-    pol.observe(ids, 0) if not learned and pol.name == "opt" else None
+    if isinstance(pol, OPTPolicy):
+        pol.observe(ids, 0)  # the whole future, once; the per-batch calls below add nothing
     batches = list(trace.batches())
     in_cache = pol.__contains__
     pending: set[int] = set()  # prefetched, not looked up yet
     hits = misses = prefetches = used = 0
-    trained = warmup == 0.0 and not learned and pf is None
+    trained = not learned and pf is None  # nothing to train
     pool = ThreadPoolExecutor(max_workers=1) if background else None
 
     def ahead(i: int) -> Optional[np.ndarray]:
         """The model's work for after batch i: predictions of batch i+1, prefetches after batch i."""
         if learned and i + 1 < len(batches):
             pol.prepare(batches[i + 1][1], batches[i + 1][0])
-        if pf is not None and pf.capacity:
-            return pf.predict(batches[i][1], batches[i][0])
         if pf is not None:
-            pf._triggers(batches[i][1], batches[i][0], pf._last)  # keep its absence clock running
+            # Untrained, it predicts nothing but keeps its absence clock running.
+            return pf.predict(batches[i][1], batches[i][0])
         return None
 
     try:
