@@ -143,7 +143,9 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
         pol.observe(ids, 0)  # the whole future, once; the per-batch calls below add nothing
     batches = list(trace.batches())
     in_cache = pol.__contains__
-    pending: set[int] = set()  # prefetched, not looked up yet
+    # Prefetched rows not looked up yet -> whether their prefetch was scored (after the warm-up), so
+    # a row prefetched in the warm-up and used after it counts neither as a prefetch nor as a use.
+    pending: dict[int, bool] = {}
     hits = misses = prefetches = used = 0
     trained = not learned and pf is None  # nothing to train
     pool = ThreadPoolExecutor(max_workers=1) if background else None
@@ -170,17 +172,15 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
             for t, row in enumerate(b.tolist(), start=t0):
                 if in_cache(row):
                     pol.hit(row, t)
-                    if row in pending:
-                        pending.discard(row)
-                        if t >= warm_end:
-                            used += 1
+                    if pending.pop(row, False):
+                        used += 1
                     if t >= warm_end:
                         hits += 1
                 else:
                     if len(pol) >= cap:
                         victim = pol.victim(t)
                         pol.remove(victim)
-                        pending.discard(victim)
+                        pending.pop(victim, None)
                     pol.insert(row, t)
                     if t >= warm_end:
                         misses += 1
@@ -193,9 +193,9 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                     if len(pol) >= cap:
                         victim = pol.victim(t_next)
                         pol.remove(victim)
-                        pending.discard(victim)
+                        pending.pop(victim, None)
                     pol.insert(row, t_next, prefetched=True)
-                    pending.add(row)
+                    pending[row] = t_next >= warm_end
                     if t_next >= warm_end:
                         prefetches += 1
     finally:
