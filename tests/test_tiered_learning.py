@@ -249,6 +249,20 @@ def test_learned_policy_errors():
         LearnedCachePolicy(10, horizon=0)
     with pytest.raises(ValueError, match="retrain_every"):
         LearnedCachePolicy(10, retrain_every=0)
+    with pytest.raises(ValueError, match="prefetch_age must be a non-negative"):
+        LearnedCachePolicy(10, prefetch_age=-1)
+
+
+@pytest.mark.parametrize("age, victim", [(0, 1), (2, 1), (3, 9), (5, 9)])
+def test_prefetch_age_ranks_a_prefetched_row_older(age, victim):
+    # Rows 1 and 2 looked up at times 0 and 1 (untrained: LRU order), row 9 prefetched at time 2: it
+    # ranks as looked up at 2 - age, so past age 2 it goes before row 1 (a tie goes to the earlier one).
+    pol = LearnedCachePolicy(10, prefetch_age=age)
+    pol.reset(3)
+    pol.insert(1, 0)
+    pol.insert(2, 1)
+    pol.insert(9, 2, prefetched=True)
+    assert pol.victim(3) == victim
 
 
 def test_learned_policy_trains_and_retrains():

@@ -73,6 +73,27 @@ def test_make_trace_rejects_bad_arguments():
         make_trace(20000, n_lookups=100)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_make_trace_groups(kind):
+    trace = make_trace(20000, kind, seed=4, n_lookups=60000, locality=1.0)
+    g = trace.groups
+    assert g.shape == (20000,) and g.dtype == np.int64
+    if kind == "irm":
+        assert (g == -1).all()
+        return
+    # 30% of the table in groups of 8 on average.
+    members = np.flatnonzero(g >= 0)
+    assert abs(members.size - 6000) <= 64
+    sizes = np.bincount(g[members])
+    assert sizes.min() >= 1 and 6 <= sizes.mean() <= 10
+    # At full locality a group's lookups come together: consecutive group lookups share a group far
+    # more often than independent draws with the groups' shares of lookups would.
+    looked = g[trace.ids]
+    looked = looked[looked >= 0]
+    share = np.bincount(looked) / looked.size
+    assert np.mean(looked[1:] == looked[:-1]) > 1.5 * np.sum(share ** 2)
+
+
 def test_describe():
     assert describe(np.zeros(0, np.int64))["lookups"] == 0
     s = describe(np.array([5, 5, 5, 1, 2]))
@@ -97,6 +118,8 @@ def test_trace_validation():
         Trace(np.array([1]), n_rows=5, batch_size=0)
     t = Trace([1, 2, 3], n_rows=4)
     assert t.ids.dtype == np.int64 and len(t) == 3
+    with pytest.raises(ValueError, match="groups must hold one group id per row"):
+        Trace([1, 2, 3], n_rows=4, groups=np.zeros(3, np.int64))
 
 
 def test_trace_save_load(tmp_path):
@@ -106,9 +129,10 @@ def test_trace_save_load(tmp_path):
     np.testing.assert_array_equal(back.ids, trace.ids)
     assert (back.n_rows, back.batch_size) == (trace.n_rows, trace.batch_size)
     assert back.meta["saved_meta"] == repr(trace.meta)
+    np.testing.assert_array_equal(back.groups, trace.groups)
     np.save(tmp_path / "ids.npy", np.array([3, 1, 4]))
     plain = Trace.load(tmp_path / "ids.npy")
-    assert plain.ids.tolist() == [3, 1, 4] and plain.n_rows == 5
+    assert plain.ids.tolist() == [3, 1, 4] and plain.n_rows == 5 and plain.groups is None
     np.savez(tmp_path / "other.npz", x=np.arange(3))
     with pytest.raises(ValueError, match="no 'ids' array"):
         Trace.load(tmp_path / "other.npz")

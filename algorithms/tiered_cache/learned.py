@@ -44,20 +44,26 @@ class LearnedCachePolicy(_HeapPolicy):
     `window` is how many past lookups a (re)training uses (default: all
     recorded so far, up to 1,000,000); `retrain_every` retrains after that
     many lookups since the last training (None: train once, when asked).
+    `prefetch_age` is how many lookups older than a row just looked up a
+    prefetched row ranks when it comes in (0: as if just looked up), so an
+    unused prefetch leaves sooner.
     """
 
     name = "learned"
 
     def __init__(self, n_rows: int, *, horizon: float = 10.0, hidden: tuple[int, int] = (16, 8),
                  epochs: int = 8, window: Optional[int] = None, retrain_every: Optional[int] = None,
-                 seed: int = 0) -> None:
+                 prefetch_age: int = 0, seed: int = 0) -> None:
         super().__init__()
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
             raise ValueError(f"retrain_every must be a positive number of lookups or None, got {retrain_every}")
+        if prefetch_age < 0:
+            raise ValueError(f"prefetch_age must be a non-negative number of lookups, got {prefetch_age}")
         self.n_rows = int(n_rows)
         self.horizon = float(horizon)
+        self.prefetch_age = int(prefetch_age)
         self.hidden = hidden
         self.epochs = epochs
         self.window = int(window) if window is not None else 1_000_000
@@ -149,7 +155,7 @@ class LearnedCachePolicy(_HeapPolicy):
 
     def insert(self, row: int, t: int, prefetched: bool = False) -> None:
         if prefetched:
-            # Not looked up yet: ranks as a row just looked up (its use is expected soon).
-            self._set(row, (float(t), t))
+            # Not looked up yet: ranks as a row looked up prefetch_age lookups ago (its use is expected soon).
+            self._set(row, (float(t - self.prefetch_age), t))
         else:
             self._set(row, self._priority(t))

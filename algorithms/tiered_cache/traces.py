@@ -52,12 +52,15 @@ class Trace:
     """Row ids of a table's lookups, in order, served `batch_size` at a time.
 
     ``ids`` is int64 in ``[0, n_rows)``. ``meta`` says how it was made.
+    ``groups``, for generated traces, gives each row's co-access group (-1
+    for rows in none): the ground truth a prefetcher could at best learn.
     """
 
     ids: np.ndarray
     n_rows: int
     batch_size: int = 2048
     meta: dict = field(default_factory=dict)
+    groups: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
         self.ids = np.ascontiguousarray(np.asarray(self.ids, dtype=np.int64))
@@ -70,6 +73,11 @@ class Trace:
         if self.ids.size and (self.ids.min() < 0 or self.ids.max() >= self.n_rows):
             bad = self.ids[(self.ids < 0) | (self.ids >= self.n_rows)][0]
             raise ValueError(f"trace id {bad} is outside the table of n_rows={self.n_rows}")
+        if self.groups is not None:
+            self.groups = np.asarray(self.groups, dtype=np.int64)
+            if self.groups.shape != (self.n_rows,):
+                raise ValueError(f"groups must hold one group id per row ({self.n_rows}), got shape "
+                                 f"{self.groups.shape}")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -89,9 +97,10 @@ class Trace:
         return describe(self.ids)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """Write the trace as a .npz (ids, n_rows, batch_size, meta as text)."""
+        """Write the trace as a .npz (ids, n_rows, batch_size, meta as text, groups if known)."""
+        extra = {"groups": self.groups} if self.groups is not None else {}
         np.savez_compressed(path, ids=self.ids, n_rows=np.int64(self.n_rows),
-                            batch_size=np.int64(self.batch_size), meta=np.array(repr(self.meta)))
+                            batch_size=np.int64(self.batch_size), meta=np.array(repr(self.meta)), **extra)
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "Trace":
@@ -108,7 +117,8 @@ class Trace:
         meta = {"file": str(path)}
         if "meta" in data:
             meta["saved_meta"] = str(data["meta"])
-        return cls(ids, n_rows=n_rows, batch_size=batch, meta=meta)
+        groups = data["groups"] if "groups" in data else None
+        return cls(ids, n_rows=n_rows, batch_size=batch, meta=meta, groups=groups)
 
 
 def describe(ids: np.ndarray) -> dict:
@@ -142,7 +152,7 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
 
     `n_lookups` defaults to 8 per row of the table. The same arguments give the
     same trace. The result's ``meta`` records the arguments and what each
-    component contributed.
+    component contributed, its ``groups`` each row's co-access group.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -199,6 +209,9 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
         rows.append(lk_row[keep])
         times.append(lk_t[keep])
 
+    group_of = np.full(n_rows, -1, dtype=np.int64)  # before scrambling
+    if n_burst_lookups:
+        group_of[starts[0]:starts[0] + int(sizes.sum())] = np.repeat(np.arange(n_groups), sizes)
     ids = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     tt = np.concatenate(times) if times else np.zeros(0)
     # Top up rows touched once until they are `singleton_fraction` of the distinct rows.
@@ -217,7 +230,9 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
     meta = {"kind": kind, "seed": seed, "n_rows": n_rows, "n_lookups_asked": n, "locality": locality,
             "singleton_fraction_asked": singleton_fraction, "hot_lookups": n_hot_lookups,
             "group_lookups": int(ids.size - n_hot_lookups - extra), "once_rows": extra}
-    return Trace(out, n_rows=n_rows, batch_size=batch_size, meta=meta)
+    groups = np.empty(n_rows, dtype=np.int64)
+    groups[perm] = group_of
+    return Trace(out, n_rows=n_rows, batch_size=batch_size, meta=meta, groups=groups)
 
 
 def record_dlrm_trace(n_rows: int, n_batches: int, batch_size: int = 2048, seed: int = 0,
