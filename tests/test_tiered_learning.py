@@ -12,6 +12,7 @@ together, and prefetches nothing when no threshold is right often enough.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -338,13 +339,47 @@ def test_prefetcher_never_returns_rows_of_the_batch():
 
 def test_prefetcher_rejects_bad_arguments():
     for kw, name in (({"window": 0}, "window"), ({"fanout": 0}, "fanout"), ({"min_support": 0}, "min_support"),
-                     ({"min_precision": 1.5}, "min_precision"), ({"min_precision": -0.1}, "min_precision")):
+                     ({"min_precision": 1.5}, "min_precision"), ({"min_precision": -0.1}, "min_precision"),
+                     ({"decay": 0.0}, "decay"), ({"decay": 1.5}, "decay"), ({"min_checked": -1}, "min_checked")):
         with pytest.raises(ValueError, match=name):
             LearnedPrefetcher(100, **kw)
     with pytest.raises(ValueError, match="at least two lookups"):
         LearnedPrefetcher(100).train(np.array([3]), 4)
     # Untrained: no associations, nothing to prefetch.
     assert LearnedPrefetcher(100).predict(np.array([1, 2, 3]), 0).size == 0
+
+
+def test_prefetcher_pauses_while_wrong_and_resumes_when_right():
+    ids = group_trace(0)
+    pf = LearnedPrefetcher(1000, window=64, decay=1.0, min_checked=5)
+    info = pf.train(ids, 16)
+    assert 16 <= info["reach"] <= 64
+    fresh = itertools.cycle(range(600, 1000))  # rows not in the training stretch: never predicted
+
+    def filler(n: int) -> np.ndarray:
+        return np.array([next(fresh) for _ in range(n)], dtype=np.int64)
+
+    t = ids.size + 1000
+    served = []  # rows returned per round
+    # Wrong rounds: A1 comes back, its companions do not follow within the reach.
+    for _ in range(5):
+        b = np.r_[GROUP[0], filler(40)]
+        served.append(pf.predict(b, t).size)
+        t += b.size
+        b = filler(40)
+        pf.predict(b, t)
+        t += b.size
+    assert served[0] > 0 and served[-1] == 0 and pf.paused_batches > 0
+    assert pf.running_precision < pf.min_precision
+    # Right rounds: the companions follow at once; paused, its predictions are still scored, so it resumes.
+    for _ in range(8):
+        b = np.r_[GROUP[0], filler(40)]
+        served.append(pf.predict(b, t).size)
+        t += b.size
+        b = np.r_[np.array(GROUP[1:]), filler(40)]
+        pf.predict(b, t)
+        t += b.size
+    assert served[-1] > 0 and pf.running_precision >= pf.min_precision
 
 
 def test_prefetcher_without_a_threshold_prefetches_nothing():

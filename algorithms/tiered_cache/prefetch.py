@@ -17,16 +17,29 @@ stretch of the trace:
   their confidence ``count(a, b) / triggers(a)`` less the chance that `b`
   misses within `window` of any lookup (frequent misses follow everything);
   each row keeps its `per_row` best companions scoring above chance;
+* a prefetched row stays in the fast tier about as long as a row just
+  looked up: its *reach*, the capacity over the miss rate LRU has on the
+  stretch (at most `window`). A prediction is right when the row is looked
+  up within the reach; a row looked up within the reach before is presumed
+  in the fast tier already and not predicted;
 * the score threshold is chosen out of sample: pairs learned on the first
   70% of the stretch predict the last 30%, and the threshold is the lowest
-  whose predictions there are right (looked up within `window`) at least
-  `min_precision` of the time; no threshold reaching it means no
-  prefetching. The table is then rebuilt from the whole stretch.
+  whose predictions there are right at least `min_precision` of the time;
+  no threshold reaching it means no prefetching. The table is then rebuilt
+  from the whole stretch.
 
 At run time the triggers of batch i name candidates; candidates above the
 threshold, at most `budget` of them ranked by confidence, are prefetched
 after batch i (the simulator computes them in a background thread while
 batch i is served) and occupy fast-tier slots like any row.
+
+The prefetcher also checks itself as it goes: each prediction is scored
+right or wrong by the lookups that follow (within the reach), and while
+the running precision (decayed by `decay` per batch, once `min_checked`
+predictions are scored) is below `min_precision` it pauses, still scoring
+the predictions it would make, and resumes when they are right often enough
+again. A wrong prefetch is not free -- it takes a slot a useful row held --
+so a prefetcher that is often wrong costs more hits than it saves.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from typing import Optional
 
 import numpy as np
 
-from .policies import OPTPolicy, replay
+from .policies import LRUPolicy, OPTPolicy, replay
 
 
 class LearnedPrefetcher:
@@ -46,13 +59,18 @@ class LearnedPrefetcher:
 
     def __init__(self, n_rows: int, *, window: int = 8192, fanout: int = 1024, min_support: int = 2,
                  min_precision: float = 0.3, budget: Optional[int] = None, gap: Optional[int] = None,
-                 per_row: int = 8, max_pairs: int = 8_000_000) -> None:
+                 per_row: int = 8, max_pairs: int = 8_000_000, decay: float = 0.98,
+                 min_checked: int = 50) -> None:
         for name, value in (("window", window), ("fanout", fanout), ("min_support", min_support),
                             ("per_row", per_row)):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         if not 0.0 <= min_precision <= 1.0:
             raise ValueError(f"min_precision must be in [0, 1], got {min_precision}")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        if min_checked < 0:
+            raise ValueError(f"min_checked must be non-negative, got {min_checked}")
         self.n_rows = int(n_rows)
         self.window, self.fanout, self.min_support = window, fanout, min_support
         self.min_precision = min_precision
@@ -72,6 +90,13 @@ class LearnedPrefetcher:
         self._last = np.full(self.n_rows, -1, dtype=np.int64)
         self._gap_used = gap if gap is not None else 0
         self.capacity = 0
+        self.reach = window
+        self.decay, self.min_checked = decay, min_checked
+        # The running check: predictions awaiting their verdict (row -> deadline), decayed tallies.
+        self._outstanding: dict[int, int] = {}
+        self._right = 0.0
+        self._scored = 0.0
+        self.paused_batches = 0
 
     # -- learning ---------------------------------------------------------------
     def _triggers(self, ids: np.ndarray, t0: int, last: np.ndarray) -> np.ndarray:
@@ -97,6 +122,9 @@ class LearnedPrefetcher:
         self.capacity = int(capacity)
         self._gap_used = self.gap if self.gap is not None else 2 * self.capacity
         self.budget_used = self.budget if self.budget is not None else max(1, self.capacity // 8)
+        half = ids[ids.size // 2:]
+        lru_miss = max(float(np.mean(~replay(half, capacity, LRUPolicy()))), 1e-6)
+        self.reach = int(min(self.window, max(self.capacity, round(self.capacity / lru_miss))))
         trig = self._triggers(ids, 0, np.full(self.n_rows, -1, dtype=np.int64))
         tpos = np.flatnonzero(~replay(ids, capacity, OPTPolicy()))
         # Choose the threshold out of sample: pairs from the first 70%, predictions scored on the rest.
@@ -107,7 +135,8 @@ class LearnedPrefetcher:
         pairs = self._learn(ids, trig, tpos, ids.size)
         spent = time.thread_time() - start
         self.train_seconds += spent
-        return {"pairs": pairs, "triggers": int(trig.size), "threshold": self.threshold, "seconds": spent}
+        return {"pairs": pairs, "triggers": int(trig.size), "threshold": self.threshold, "reach": self.reach,
+                "seconds": spent}
 
     def _learn(self, ids: np.ndarray, trig: np.ndarray, tpos: np.ndarray, span: int) -> int:
         """Build the association table from triggers `trig` and targets `tpos` over `span` lookups."""
@@ -157,21 +186,24 @@ class LearnedPrefetcher:
         return int(ta.size)
 
     def _choose_threshold(self, ids: np.ndarray, trig: np.ndarray, tpos: np.ndarray) -> float:
-        """Lowest confidence whose predictions on the training stretch are right >= min_precision."""
+        """Lowest score whose held-out predictions are right (looked up within the reach) often enough."""
         if self._targets.size == 0 or trig.size == 0:
             return np.inf
         rows, conf, at = self._lookup(ids[trig])
         if rows.size == 0:
             return np.inf
-        t_trig = trig[at]
-        # Right: the row is a target (a miss of the optimum) within `window` after the trigger.
-        target_rows = ids[tpos]
-        order = np.lexsort((tpos, target_rows))
-        tr_sorted, tp_sorted = target_rows[order], tpos[order]
-        key_sorted = tr_sorted * (ids.size + 1) + tp_sorted
-        lo = np.searchsorted(key_sorted, rows * (ids.size + 1) + t_trig, side="right")
-        hi_val = rows * (ids.size + 1) + np.minimum(t_trig + self.window, ids.size)
-        right = (lo < key_sorted.size) & (key_sorted[np.minimum(lo, key_sorted.size - 1)] <= hi_val)
+        t = trig[at]
+        # Each prediction's row: its last lookup at or before the trigger and its next one after.
+        span = ids.size + 1
+        keys = np.sort(ids * span + np.arange(ids.size))
+        i = np.searchsorted(keys, rows * span + t, side="right")
+        before = keys[np.maximum(i - 1, 0)]
+        cached = (i > 0) & (before // span == rows) & (t - before % span <= self.reach)
+        after = keys[np.minimum(i, keys.size - 1)]
+        right = (i < keys.size) & (after // span == rows) & (after % span - t <= self.reach)
+        conf, right = conf[~cached], right[~cached]  # presumed in the fast tier: never prefetched
+        if conf.size == 0:
+            return np.inf
         o = np.argsort(-conf, kind="stable")
         precision = np.cumsum(right[o]) / np.arange(1, o.size + 1)
         good = np.flatnonzero(precision >= self.min_precision)
@@ -200,26 +232,57 @@ class LearnedPrefetcher:
         return self._targets[j], self._conf[j], at
 
     # -- predicting ---------------------------------------------------------------
+    @property
+    def running_precision(self) -> float:
+        """The decayed share of scored predictions that were right (1.0 before any is scored)."""
+        return self._right / self._scored if self._scored > 0 else 1.0
+
+    def _score(self, ids: np.ndarray, t0: int) -> None:
+        """Verdicts on the outstanding predictions from the lookups `ids` at t0, t0+1, ..."""
+        self._right *= self.decay
+        self._scored *= self.decay
+        if not self._outstanding:
+            return
+        for t, row in enumerate(ids.tolist(), start=t0):
+            deadline = self._outstanding.pop(row, None)
+            if deadline is not None:
+                self._scored += 1.0
+                self._right += 1.0 if t <= deadline else 0.0
+        end = t0 + ids.size
+        expired = [row for row, deadline in self._outstanding.items() if deadline < end]
+        for row in expired:
+            del self._outstanding[row]
+        self._scored += len(expired)
+
     def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
         """Rows to bring in after the batch `ids` (starting at `t0`), most confident first."""
         start = time.thread_time()
         ids = np.asarray(ids, dtype=np.int64)
+        self._score(ids, t0)
         trig = self._triggers(ids, t0, self._last)
         rows, conf, _ = self._lookup(ids[trig])
         out = np.zeros(0, dtype=np.int64)
+        end = t0 + ids.size
         if rows.size:
             sel = conf >= self.threshold
             rows, conf = rows[sel], conf[sel]
+            # In this batch, or looked up within the reach: presumably in the fast tier already.
+            recent = self._last[rows]
+            sel = ((recent < 0) | (end - recent > self.reach)) & ~np.isin(rows, ids)
+            rows, conf = rows[sel], conf[sel]
             if rows.size:
-                # One candidate per row, at its best confidence; the batch's own rows are already in.
+                # One candidate per row, at its best confidence.
                 o = np.lexsort((-conf, rows))
                 rows, conf = rows[o], conf[o]
                 first = np.ones(rows.size, dtype=bool)
                 first[1:] = rows[1:] != rows[:-1]
                 rows, conf = rows[first], conf[first]
-                notin = ~np.isin(rows, ids)
-                rows, conf = rows[notin], conf[notin]
                 out = rows[np.argsort(-conf, kind="stable")][: self.budget_used]
+        for row in out.tolist():
+            self._outstanding.setdefault(row, end + self.reach)
+        if out.size and self._scored >= self.min_checked and self.running_precision < self.min_precision:
+            self.paused_batches += 1
+            out = out[:0]  # paused: the predictions stay outstanding, to be scored all the same
         self.model_seconds += time.thread_time() - start
         self.predicted += ids.size
         return out
