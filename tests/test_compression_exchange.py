@@ -55,10 +55,22 @@ def test_bypass_on_a_fast_link_and_not_on_a_slow_one() -> None:
             data = codec.encode(x, info(10**7, step, tuple(x.shape)))
             kinds[name].append(int(data[0]))
             assert torch.equal(codec.decode(data, info(10**7, step, tuple(x.shape))), x) or data[0] == 1
-    # The first block of a table is compressed to measure its ratio, then again every probe_every steps.
-    assert kinds["fast"] == [1] + [0] * 9 + [1, 0]
+    # The first block of a table is compressed to measure its ratio; while it does not pay it is measured
+    # again after 2, 4, 8, ... steps, at most probe_every apart.
+    assert kinds["fast"] == [1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0]
     assert kinds["slow"] == [1] * 12
-    assert fast.stats.bypassed == 10 and slow.stats.bypassed == 0
+    assert fast.stats.bypassed == 9 and slow.stats.bypassed == 0
+
+
+def test_a_bypassed_table_is_measured_again_with_backoff() -> None:
+    x = block(2048, 64, 300)
+    codec = ErrorBoundedCodec(link_gbps=10_000, probe_every=4)
+    probes = [step for step in range(16) if codec.encode(x, info(10**7, step, tuple(x.shape)))[0] == 1]
+    assert probes == [0, 2, 6, 10, 14]  # gaps 2, 4, then probe_every
+    # The link slows down: the model, with the table's last measurements, says compressing pays at once.
+    codec.link_gbps = 0.5
+    kinds = [int(codec.encode(x, info(10**7, step, tuple(x.shape)))[0]) for step in range(16, 24)]
+    assert kinds == [1] * 8 and codec.stats.bypassed == 11
 
 
 def test_a_bad_block_kind_is_an_error() -> None:

@@ -10,8 +10,11 @@ Bypass: a block crosses the wire raw when compressing would not pay on the
 link, by a model of the three times: compress + transfer of the compressed
 bytes + decompress, against the transfer of the raw bytes, with the codec's
 throughput measured as it runs (and calibrated once at construction) and
-each table's compression ratio as last measured (re-measured every
-``probe_every`` iterations while bypassed). The link's speed is
+each table's compression ratio as last measured. A bypassed table is
+measured again after 2 iterations, then after twice as many each time it
+still does not pay, up to every ``probe_every``: one slow measurement (a
+cold first call) does not bypass a table for long, and a table that never
+pays costs a measurement every ``probe_every`` iterations in the end. The link's speed is
 ``link_gbps``, or the exchange's emulated link when the codec is attached to
 one; with neither, every block is compressed.
 
@@ -84,11 +87,15 @@ class ErrorBoundedCodec(Codec):
         self.compress_Bps, self.decompress_Bps = 1e9, 1.5e9
         self._compress_Bps: dict[int, float] = {}
         self._decompress_Bps: dict[int, float] = {}
+        # The last few rates measured per table: the estimate is the fastest of them, since a slow call
+        # (a cold first call, the core lent to another process) says little about the next one.
+        self._rates: dict[tuple[str, int], list[float]] = {}
         self._ratio: dict[int, float] = {}
         # (step, table) -> sum of the absolute bounds of the blocks received: the most a pooled
         # embedding can be off (row-wise shards' partial sums add their errors); the last two steps.
         self.received_bounds: dict[tuple[int, int], float] = {}
         self._last_probe: dict[int, int] = {}
+        self._probe_gap: dict[int, int] = {}  # tables not paying: iterations from the last measurement to the next
         if calibrate:
             self._calibrate()
 
@@ -113,6 +120,13 @@ class ErrorBoundedCodec(Codec):
         self.compress_Bps = x.nbytes / max(t1 - t0, 1e-9)
         self.decompress_Bps = x.nbytes / max(t2 - t1, 1e-9)
 
+    def _observe_rate(self, kind: str, table: int, rate: float, keep: int = 4) -> float:
+        """Record a measured rate; the estimate: the fastest of the last `keep`."""
+        recent = self._rates.setdefault((kind, table), [])
+        recent.append(rate)
+        del recent[:-keep]
+        return max(recent)
+
     def pays(self, table: int) -> bool:
         """Whether compress + transfer + decompress beats the raw transfer on the link."""
         if not self.bypass or self.link_gbps is None:
@@ -121,7 +135,9 @@ class ErrorBoundedCodec(Codec):
         return codec < raw
 
     def _probe_due(self, table: int, step: int) -> bool:
-        return step - self._last_probe.get(table, -self.probe_every) >= self.probe_every
+        if table not in self._last_probe:
+            return True
+        return step - self._last_probe[table] >= self._probe_gap.get(table, self.probe_every)
 
     def _seconds_per_byte(self, table: int) -> tuple[float, float]:
         """(raw transfer, compress + compressed transfer + decompress) per raw byte of `table`."""
@@ -172,7 +188,12 @@ class ErrorBoundedCodec(Codec):
         took = time.perf_counter() - t0
         st.encode_s += took
         rate = raw / max(took, 1e-9)
-        self._compress_Bps[info.table] = 0.5 * self._compress_Bps.get(info.table, rate) + 0.5 * rate
+        self._compress_Bps[info.table] = self._observe_rate("compress", info.table, rate)
+        # Not paying: look again soon, then less and less often. Paying: every probe_every at most.
+        if self.pays(info.table):
+            self._probe_gap.pop(info.table, None)
+        else:
+            self._probe_gap[info.table] = min(self.probe_every, 2 * self._probe_gap.get(info.table, 1))
         return out
 
     def decode(self, data: np.ndarray, info: BlockInfo) -> torch.Tensor:
@@ -208,5 +229,5 @@ class ErrorBoundedCodec(Codec):
         took = time.perf_counter() - t0
         raw = out.nbytes
         rate = raw / max(took, 1e-9)
-        self._decompress_Bps[info.table] = 0.5 * self._decompress_Bps.get(info.table, rate) + 0.5 * rate
+        self._decompress_Bps[info.table] = self._observe_rate("decompress", info.table, rate)
         self.stats.decode_s += took
