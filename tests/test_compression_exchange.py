@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds  # noqa: E402
+from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds, inspect  # noqa: E402
 from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec  # noqa: E402
 from pymcoll.algorithms.dlrm.codec import BACKWARD, FORWARD, BlockInfo  # noqa: E402
 
@@ -60,6 +60,22 @@ def test_bypass_on_a_fast_link_and_not_on_a_slow_one() -> None:
     assert kinds["fast"] == [1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0]
     assert kinds["slow"] == [1] * 12
     assert fast.stats.bypassed == 9 and slow.stats.bypassed == 0
+
+
+def test_the_stage_follows_the_link() -> None:
+    x = block(2048, 64, 300)
+    assert ErrorBoundedCodec(calibrate=False).stage_used() == "auto"  # no link known: the smallest
+    assert ErrorBoundedCodec(link_gbps=0.1, calibrate=False).stage_used() == "auto"
+    fast = ErrorBoundedCodec(link_gbps=4, calibrate=False)
+    assert fast.stage_used() == "packed"
+    data = fast.encode(x, info(10**7, 0, tuple(x.shape)))
+    assert data[0] == 1 and inspect(memoryview(data)[1:]).stage == "packed"
+    assert ErrorBoundedCodec(link_gbps=4, stage="huffman", calibrate=False).stage_used() == "huffman"
+    assert ErrorBoundedCodec(link_gbps=4, packed_above_gbps=10, calibrate=False).stage_used() == "auto"
+    with pytest.raises(ValueError, match="stage='lz'"):
+        ErrorBoundedCodec(stage="lz", calibrate=False)
+    with pytest.raises(ValueError, match="packed_above_gbps"):
+        ErrorBoundedCodec(packed_above_gbps=-1, calibrate=False)
 
 
 def test_a_bypassed_table_is_measured_again_with_backoff() -> None:
