@@ -14,9 +14,9 @@ each table's compression ratio as last measured. A bypassed table is
 measured again after 2 iterations, then after twice as many each time it
 still does not pay, up to every ``probe_every``: one slow measurement (a
 cold first call) does not bypass a table for long, and a table that never
-pays costs a measurement every ``probe_every`` iterations in the end. The link's speed is
-``link_gbps``, or the exchange's emulated link when the codec is attached to
-one; with neither, every block is compressed.
+pays costs a measurement every ``probe_every`` iterations in the end. The
+link's speed is ``link_gbps``, or the exchange's emulated link when the
+codec is attached to one; with neither, every block is compressed.
 
 Stage: on a link of at least ``packed_above_gbps`` (0.25 Gb/s) the codes are
 packed at a fixed width rather than Huffman coded: decoding packed codes is
@@ -102,10 +102,9 @@ class ErrorBoundedCodec(Codec):
         # Bytes per second of compress and decompress (of the raw float32 bytes): a calibrated default
         # and running estimates per table (a table of few distinct rows compresses many times faster).
         self.compress_Bps, self.decompress_Bps = 1e9, 1.5e9
-        self._compress_Bps: dict[int, float] = {}
-        self._decompress_Bps: dict[int, float] = {}
-        # The last few rates measured per table: the estimate is the fastest of them, since a slow call
-        # (a cold first call, the core lent to another process) says little about the next one.
+        # The last few rates measured per ("compress" or "decompress", table): the estimate is the fastest
+        # of them, since a slow call (a cold first call, the core lent to another process) says little
+        # about the next one.
         self._rates: dict[tuple[str, int], list[float]] = {}
         self._ratio: dict[int, float] = {}
         # (step, table) -> sum of the absolute bounds of the blocks received: the most a pooled
@@ -137,12 +136,16 @@ class ErrorBoundedCodec(Codec):
         self.compress_Bps = x.nbytes / max(t1 - t0, 1e-9)
         self.decompress_Bps = x.nbytes / max(t2 - t1, 1e-9)
 
-    def _observe_rate(self, kind: str, table: int, rate: float, keep: int = 4) -> float:
-        """Record a measured rate; the estimate: the fastest of the last `keep`."""
+    def _observe_rate(self, kind: str, table: int, rate: float, keep: int = 4) -> None:
+        """Record a measured rate, keeping the last `keep`."""
         recent = self._rates.setdefault((kind, table), [])
         recent.append(rate)
         del recent[:-keep]
-        return max(recent)
+
+    def _rate(self, kind: str, table: int, default: float) -> float:
+        """Bytes per second of `kind` for `table`: the fastest recent measurement, else `default`."""
+        recent = self._rates.get((kind, table))
+        return max(recent) if recent else default
 
     def stage_used(self) -> str:
         """The codec stage blocks are compressed with: `stage`, or chosen by the link (module docstring)."""
@@ -165,9 +168,9 @@ class ErrorBoundedCodec(Codec):
     def _seconds_per_byte(self, table: int) -> tuple[float, float]:
         """(raw transfer, compress + compressed transfer + decompress) per raw byte of `table`."""
         wire = self.link_gbps * 1e9 / 8 if self.link_gbps else float("inf")
-        comp = self._compress_Bps.get(table, self.compress_Bps)
+        comp = self._rate("compress", table, self.compress_Bps)
         # The sender seldom decodes its own tables' blocks: scale its compress rate by the calibrated ratio.
-        decomp = self._decompress_Bps.get(table, comp * self.decompress_Bps / self.compress_Bps)
+        decomp = self._rate("decompress", table, comp * self.decompress_Bps / self.compress_Bps)
         return 1 / wire, 1 / comp + 1 / (self._ratio.get(table, 10.0) * wire) + 1 / decomp
 
     def encodes(self, shards: list[tuple[int, int]], step: int) -> bool:
@@ -211,7 +214,7 @@ class ErrorBoundedCodec(Codec):
         took = time.perf_counter() - t0
         st.encode_s += took
         rate = raw / max(took, 1e-9)
-        self._compress_Bps[info.table] = self._observe_rate("compress", info.table, rate)
+        self._observe_rate("compress", info.table, rate)
         # Not paying: look again soon, then less and less often. Paying: every probe_every at most.
         if self.pays(info.table):
             self._probe_gap.pop(info.table, None)
@@ -252,5 +255,5 @@ class ErrorBoundedCodec(Codec):
         took = time.perf_counter() - t0
         raw = out.nbytes
         rate = raw / max(took, 1e-9)
-        self._decompress_Bps[info.table] = self._observe_rate("decompress", info.table, rate)
+        self._observe_rate("decompress", info.table, rate)
         self.stats.decode_s += took

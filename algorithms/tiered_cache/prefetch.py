@@ -131,7 +131,7 @@ class LearnedPrefetcher:
         split = int(ids.size * 0.7)
         self._learn(ids, trig[trig < split], tpos, split)
         held_out = trig[trig >= split]
-        self.threshold = self._choose_threshold(ids, held_out, tpos)
+        self.threshold = self._choose_threshold(ids, held_out)
         pairs = self._learn(ids, trig, tpos, ids.size)
         spent = time.thread_time() - start
         self.train_seconds += spent
@@ -185,7 +185,7 @@ class LearnedPrefetcher:
         self._conf = score.astype(np.float32)
         return int(ta.size)
 
-    def _choose_threshold(self, ids: np.ndarray, trig: np.ndarray, tpos: np.ndarray) -> float:
+    def _choose_threshold(self, ids: np.ndarray, trig: np.ndarray) -> float:
         """Lowest score whose held-out predictions are right (looked up within the reach) often enough."""
         if self._targets.size == 0 or trig.size == 0:
             return np.inf
