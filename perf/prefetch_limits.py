@@ -3,8 +3,9 @@
     python perf/prefetch_limits.py                  # -> results/prefetch_limits.{json,png}
     python perf/prefetch_limits.py --rows 20000 --seeds 0 --out /tmp/pl.json   # a quick run
 
-Belady's optimum bounds what a cache can keep; these oracles bound what a
-prefetcher can bring in, on the same trace (make_trace, --kind, --rows rows)
+Belady's optimum bounds what a cache can keep; the oracles of
+pymcoll.algorithms.tiered_cache.oracles bound what a prefetcher can bring in,
+on the same trace (make_trace, --kind, --rows rows)
 and fast tier (--capacity of the distinct rows), with the learned caching
 policy doing the replacement and prefetched rows taking fast-tier slots:
 
@@ -39,73 +40,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
 from perfutil import commit, pyplot  # noqa: E402
 
-from pymcoll.algorithms.tiered_cache import (LearnedCachePolicy, LearnedPrefetcher, Trace,  # noqa: E402
-                                             make_trace, resolve_capacity, simulate)
+from pymcoll.algorithms.tiered_cache import (GroupOracle, LearnedCachePolicy, NextBatchOracle,  # noqa: E402
+                                             Trace, make_trace, resolve_capacity, simulate)
 
 HERE = Path(__file__).resolve().parent
 GOAL = 0.75  # on-demand fetches / LRU's that learned prefetching is asked to reach
-
-
-class NextBatchOracle(LearnedPrefetcher):
-    """Brings in, after each batch, the next batch's rows not in this one (handed the trace)."""
-
-    name = "next-batch-oracle"
-
-    def __init__(self, trace: Trace, per_batch: int) -> None:
-        super().__init__(trace.n_rows)
-        self.trace_ids, self.per_batch = trace.ids, per_batch
-
-    def train(self, ids: np.ndarray, capacity: int) -> dict:
-        return {}
-
-    def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
-        end = t0 + ids.size
-        nxt = self.trace_ids[end:end + ids.size]
-        rows, first = np.unique(nxt, return_index=True)
-        rows = rows[np.argsort(first, kind="stable")]
-        self.predicted += ids.size
-        return rows[~np.isin(rows, ids)][: self.per_batch]
-
-
-class GroupOracle(LearnedPrefetcher):
-    """On a group row back after an absence, brings in its companions seen before (knows the groups)."""
-
-    name = "group-oracle"
-
-    def __init__(self, trace: Trace) -> None:
-        if trace.groups is None:
-            raise ValueError("GroupOracle needs a generated trace (its groups)")
-        super().__init__(trace.n_rows)
-        g = trace.groups
-        self.group_of = g
-        self.by_group = np.argsort(g, kind="stable")
-        self.sorted_groups = g[self.by_group]
-        self.seen = np.zeros(trace.n_rows, dtype=bool)
-        self.last = np.full(trace.n_rows, -1, dtype=np.int64)
-        self.gap = self.per_batch = 0  # untrained: it keeps its clock and predicts nothing
-
-    def train(self, ids: np.ndarray, capacity: int) -> dict:
-        self.gap, self.per_batch = 2 * capacity, max(1, capacity // 8)
-        return {}
-
-    def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
-        out: list[np.ndarray] = []
-        for t, row in enumerate(ids.tolist(), start=t0):
-            back = self.last[row] < 0 or t - self.last[row] > self.gap
-            self.last[row] = t
-            g = self.group_of[row]
-            if back and g >= 0 and self.per_batch:
-                lo, hi = np.searchsorted(self.sorted_groups, [g, g + 1])
-                mates = self.by_group[lo:hi]
-                out.append(mates[self.seen[mates]])
-            self.seen[row] = True
-        self.predicted += ids.size
-        if not out:
-            return np.zeros(0, dtype=np.int64)
-        rows = np.concatenate(out)
-        _, first = np.unique(rows, return_index=True)
-        rows = rows[np.sort(first)]
-        return rows[~np.isin(rows, ids)][: self.per_batch]
 
 
 def measure(trace: Trace, cap: int, budgets: list[int], ages: list[float]) -> list[dict[str, Any]]:

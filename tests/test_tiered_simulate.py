@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pymcoll.algorithms.tiered_cache import (CLASSIC, KINDS, POLICIES, LearnedCachePolicy, LearnedPrefetcher,
-                                             LRUPolicy, OPTPolicy, SimResult, Trace, describe, make_trace,
-                                             record_dlrm_trace, replay, resolve_capacity, simulate)
+from pymcoll.algorithms.tiered_cache import (CLASSIC, KINDS, POLICIES, GroupOracle, LearnedCachePolicy,
+                                             LearnedPrefetcher, LRUPolicy, NextBatchOracle, OPTPolicy, SimResult,
+                                             Trace, describe, make_trace, record_dlrm_trace, replay,
+                                             resolve_capacity, simulate)
 
 
 @pytest.fixture(scope="module")
@@ -272,32 +273,55 @@ def test_simulate_with_prefetcher_object(short_mixed):
     assert 0.0 <= r.prefetch_accuracy <= 1.0 and r.prefetch_used <= r.prefetches
 
 
-class _NextBatchOracle(LearnedPrefetcher):
-    """Prefetches the next batch's rows (it is handed the trace), those looked up last first."""
-
-    def __init__(self, trace: Trace, per_batch: int) -> None:
-        super().__init__(trace.n_rows)
-        self.ids, self.per_batch = trace.ids, per_batch
-
-    def train(self, ids: np.ndarray, capacity: int) -> dict:
-        return {}
-
-    def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
-        nxt = self.ids[t0 + ids.size:t0 + ids.size + 2048]
-        rows, first = np.unique(nxt, return_index=True)
-        rows = rows[np.argsort(-first)]
-        return rows[~np.isin(rows, ids)][: self.per_batch]
-
-
 def test_prefetches_across_the_warmup_boundary_are_counted_once(short_mixed):
     # The warm-up ends inside a batch: rows prefetched before it and used after it are neither
     # scored prefetches nor scored uses, so a prefetcher that is always right scores exactly 1.
     assert (len(short_mixed) * 0.3) % short_mixed.batch_size != 0
-    r = simulate(short_mixed, 6000, "lru", warmup=0.3, prefetcher=_NextBatchOracle(short_mixed, 50))
+    r = simulate(short_mixed, 6000, "lru", warmup=0.3, prefetcher=NextBatchOracle(short_mixed, 50, latest_first=True))
     assert r.prefetches > 0
     assert r.prefetch_used == r.prefetches and r.prefetch_accuracy == 1.0
     plain = simulate(short_mixed, 6000, "lru", warmup=0.3)
     assert r.on_demand_fetches < plain.on_demand_fetches
+
+
+def test_next_batch_oracle_brings_in_the_next_batch():
+    trace = Trace(np.array([1, 2, 3, 4, 5, 6, 4, 7, 8]), n_rows=10, batch_size=3)
+    oracle = NextBatchOracle(trace, 2)
+    assert oracle.predict(np.array([1, 2, 3]), 0).tolist() == [4, 5]  # batch [4, 5, 6], budget 2
+    assert oracle.predict(np.array([4, 5, 6]), 3).tolist() == [7, 8]  # batch [4, 7, 8]: 4 is in this one
+    late = NextBatchOracle(trace, 2, latest_first=True)
+    assert late.predict(np.array([1, 2, 3]), 0).tolist() == [6, 5]
+    with pytest.raises(ValueError, match="per_batch must be at least 1"):
+        NextBatchOracle(trace, 0)
+
+
+def test_group_oracle_brings_in_companions_seen_before():
+    groups = np.full(20, -1, dtype=np.int64)
+    groups[[3, 4, 5]] = 0
+    trace = Trace(np.zeros(1, np.int64), n_rows=20, groups=groups)
+    oracle = GroupOracle(trace, gap=5, per_batch=8)
+    assert oracle.predict(np.array([3, 4, 9]), 0).size == 0  # untrained: keeps its clock only
+    oracle.train(np.array([3, 4, 9]), 40)
+    assert oracle.trigger_gap == 5 and oracle.per_batch == 8
+    # Row 5 is new (a first lookup is a return), its companions 3 and 4 were seen: both come in.
+    assert sorted(oracle.predict(np.array([5, 10]), 3).tolist()) == [3, 4]
+    # Row 3 back soon (gap 5, not more than 5): no trigger. Row 9 is in no group.
+    assert oracle.predict(np.array([3, 9]), 5).size == 0
+    # Row 4 back after an absence: companions 3 and 5, but 3 is in this batch.
+    assert oracle.predict(np.array([4, 3]), 30).tolist() == [5]
+    defaults = GroupOracle(trace)
+    defaults.train(np.array([1]), 40)
+    assert defaults.trigger_gap == 80 and defaults.per_batch == 5
+    with pytest.raises(ValueError, match="needs the trace's groups"):
+        GroupOracle(Trace(np.zeros(1, np.int64), n_rows=20))
+    with pytest.raises(ValueError, match="gap must be at least 1"):
+        GroupOracle(trace, gap=0)
+
+
+def test_group_oracle_on_a_generated_trace(short_mixed):
+    r = simulate(short_mixed, 0.05, "lru", prefetcher=GroupOracle(short_mixed))
+    assert r.prefetches > 0 and 0.0 < r.prefetch_accuracy <= 1.0
+    assert r.on_demand_fetches + r.hits == r.lookups
 
 
 def test_sim_result_properties():

@@ -13,6 +13,8 @@ tier. This package gives:
 * :mod:`.learned`: the learned caching policy (a small model of Belady's
   next-access outcome); :mod:`.prefetch`: the learned prefetcher (rows that
   miss together); :mod:`.features` and :mod:`.model` are their inputs and model;
+* :mod:`.oracles`: offline prefetchers (handed the next batch, or knowing
+  the co-access groups) that bound what prefetching can do on a trace;
 * :mod:`.traces`: generated traces calibrated to Meta's public statistics
   (``make_trace``) and traces recorded from the DLRM example's data;
 * :mod:`.simulate`: ``simulate(trace, capacity, policy)`` and its result.
@@ -27,13 +29,14 @@ Typical use::
 """
 
 from .learned import LearnedCachePolicy
+from .oracles import GroupOracle, NextBatchOracle
 from .policies import CLASSIC, LFUPolicy, LRUPolicy, OPTPolicy, Policy, next_use, opt_next_hit, replay
 from .prefetch import LearnedPrefetcher
 from .simulate import POLICIES, SimResult, resolve_capacity, simulate
 from .store import CapacityError, TieredEmbeddingStore
 from .traces import KINDS, Trace, describe, make_trace, record_dlrm_trace
 
-__all__ = ["CLASSIC", "KINDS", "POLICIES", "CapacityError", "LFUPolicy", "LRUPolicy", "LearnedCachePolicy",
-           "LearnedPrefetcher", "OPTPolicy", "Policy", "SimResult", "TieredEmbeddingStore", "Trace", "describe",
-           "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay", "resolve_capacity",
-           "simulate"]
+__all__ = ["CLASSIC", "CapacityError", "GroupOracle", "KINDS", "LFUPolicy", "LRUPolicy", "LearnedCachePolicy",
+           "LearnedPrefetcher", "NextBatchOracle", "OPTPolicy", "POLICIES", "Policy", "SimResult",
+           "TieredEmbeddingStore", "Trace", "describe", "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace",
+           "replay", "resolve_capacity", "simulate"]
