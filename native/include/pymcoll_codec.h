@@ -26,7 +26,7 @@ extern "C" {
 
 /* Constants are enums, so that the Python binding sees them too. */
 enum {
-    PMC_CODEC_VERSION = 1,
+    PMC_CODEC_VERSION = 2,
     PMC_CODEC_HEADER_BYTES = 64,
     PMC_CODEC_MESSAGE_BYTES = 256,
 };

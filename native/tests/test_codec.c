@@ -2,7 +2,9 @@
  * tensors of each dtype, bound and stage (repeated rows, constant rows,
  * NaN and infinities, extreme and subnormal values); every truncation and
  * every single-byte change of valid buffers rejected with ECORRUPT (never a
- * read out of bounds: run under AddressSanitizer and valgrind); bad
+ * read out of bounds: run under AddressSanitizer and valgrind); the row map
+ * of repeated rows in both its forms, and payload changes behind recomputed
+ * CRCs (decoded or rejected, never out of bounds); bad
  * arguments; the 16-bit conversions at known values.
  *
  * PMC_TEST_QUICK=1: fewer cases (valgrind). */
@@ -133,6 +135,86 @@ static void check_corruption(pmc_codec_ctx *ctx, int stage, int kind) {
     free(copy);
 }
 
+/* Both CRCs of buf[0..len) recomputed, so that a changed payload reaches the parser. */
+static void fix_crcs(const pmc_codec_ctx *ctx, uint8_t *buf, uint64_t len) {
+    uint32_t crc = pmc_codec_crc32(ctx->crc_tables, 0, buf + PMC_CODEC_HEADER_BYTES, len - PMC_CODEC_HEADER_BYTES);
+    memcpy(buf + 56, &crc, 4);
+    crc = pmc_codec_crc32(ctx->crc_tables, 0, buf, 60);
+    memcpy(buf + 60, &crc, 4);
+}
+
+/* rows x cols float32 of `unique` distinct random rows, row r holding one drawn
+ * from a skewed (skew != 0: about 1/(k+1)) or uniform distribution, every distinct row used. */
+static float *repeated_rows(uint32_t rows, uint32_t cols, uint32_t unique, int skew) {
+    float *pool = malloc((size_t)unique * cols * 4), *x = malloc((size_t)rows * cols * 4);
+    for (size_t i = 0; i < (size_t)unique * cols; i++) pool[i] = (float)(uniform() - 0.5);
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t u = r < unique ? r : (uint32_t)(next_u64() % unique);
+        if (skew && r >= unique) u = (uint32_t)((double)unique / (1.0 + uniform() * (double)unique)) % unique;
+        memcpy(x + (size_t)r * cols, pool + (size_t)u * cols, (size_t)cols * 4);
+    }
+    /* Shuffle rows, so that first occurrences are spread out. */
+    float *tmp = malloc((size_t)cols * 4);
+    for (uint32_t r = rows - 1; r > 0; r--) {
+        uint32_t o = (uint32_t)(next_u64() % (r + 1));
+        memcpy(tmp, x + (size_t)r * cols, (size_t)cols * 4);
+        memcpy(x + (size_t)r * cols, x + (size_t)o * cols, (size_t)cols * 4);
+        memcpy(x + (size_t)o * cols, tmp, (size_t)cols * 4);
+    }
+    free(tmp);
+    free(pool);
+    return x;
+}
+
+/* The row map: each form where it is the smaller, exact round trips (escapes past 255 distinct
+ * rows included), and changed payload bytes behind valid CRCs decoded or rejected cleanly. */
+static void check_rowmap(pmc_codec_ctx *ctx) {
+    const struct {
+        uint32_t rows, unique;
+        int skew, form; /* the form expected: 0 packed, 1 split */
+    } cases[] = {{24, 3, 0, 0}, {2048, 600, 1, 1}, {2048, 255, 1, 1}, {2048, 256, 1, 1}, {4000, 1500, 1, 1},
+                 {300, 299, 0, -1}};
+    const uint32_t cols = 4;
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        uint32_t rows = cases[k].rows;
+        float *x = repeated_rows(rows, cols, cases[k].unique, cases[k].skew);
+        float *dec = malloc((size_t)rows * cols * 4);
+        uint64_t cap = pmc_codec_max_bytes(rows, cols, PMC_CODEC_F32), len = 0;
+        uint8_t *buf = malloc(cap), *copy = malloc(cap);
+        /* A tiny bound: exact rows, so the decoded batch must equal the input bit for bit. */
+        int rc = pmc_codec_compress(ctx, x, rows, cols, PMC_CODEC_F32, 1e-30, 0, PMC_CODEC_STAGE_AUTO, buf, cap, &len,
+                                    msg, sizeof msg);
+        CHECK_RC(rc, PMC_CODEC_OK, msg);
+        pmc_codec_header h;
+        CHECK_RC(pmc_codec_read_header(buf, len, &h, msg, sizeof msg), PMC_CODEC_OK, msg);
+        CHECK(h.unique_rows == cases[k].unique, "case %zu: %u distinct rows, expected %u", k, h.unique_rows,
+              cases[k].unique);
+        CHECK(cases[k].form < 0 || buf[PMC_CODEC_HEADER_BYTES] == cases[k].form, "case %zu: row map form %u", k,
+              buf[PMC_CODEC_HEADER_BYTES]);
+        rc = pmc_codec_decompress(ctx, buf, len, dec, (uint64_t)rows * cols * 4, msg, sizeof msg);
+        CHECK_RC(rc, PMC_CODEC_OK, msg);
+        CHECK(memcmp(dec, x, (size_t)rows * cols * 4) == 0, "case %zu: decoded rows differ", k);
+        /* Changes in the row map's bytes (it starts the payload). */
+        uint64_t span = len - PMC_CODEC_HEADER_BYTES < 600 ? len - PMC_CODEC_HEADER_BYTES : 600;
+        uint64_t step = g_quick ? 5 : 1;
+        for (uint64_t at = PMC_CODEC_HEADER_BYTES; at < PMC_CODEC_HEADER_BYTES + span; at += step) {
+            for (int flip = 1; flip < 256; flip <<= 3) {
+                memcpy(copy, buf, len);
+                copy[at] ^= (uint8_t)flip;
+                fix_crcs(ctx, copy, len);
+                rc = pmc_codec_decompress(ctx, copy, len, dec, (uint64_t)rows * cols * 4, msg, sizeof msg);
+                CHECK(rc == PMC_CODEC_OK || rc == PMC_CODEC_ECORRUPT, "case %zu, byte %llu ^ 0x%x: status %d", k,
+                      (unsigned long long)at, flip, rc);
+            }
+        }
+        free(x);
+        free(dec);
+        free(buf);
+        free(copy);
+    }
+}
+
 static void check_bad_arguments(pmc_codec_ctx *ctx) {
     float in[4] = {1, 2, 3, 4};
     uint8_t out[512];
@@ -154,9 +236,9 @@ static void check_bad_arguments(pmc_codec_ctx *ctx) {
               PMC_CODEC_OK, "a good call after bad ones failed: %s", msg);
     float dec[4];
     CHECK(pmc_codec_decompress(ctx, out, len, dec, 12, msg, sizeof msg) == PMC_CODEC_EINVAL, "short output accepted");
-    out[4] = 2;
+    out[4] = PMC_CODEC_VERSION + 1;
     CHECK(pmc_codec_read_header(out, len, &(pmc_codec_header){0}, msg, sizeof msg) == PMC_CODEC_EVERSION,
-          "version 2 accepted");
+          "a later version accepted");
 }
 
 static void check_conversions(void) {
@@ -191,6 +273,7 @@ int main(void) {
     if (!ctx) return 1;
     check_conversions();
     check_bad_arguments(ctx);
+    check_rowmap(ctx);
     const double bounds[] = {1e-9, 1e-4, 0.01, 0.05, 0.5};
     const int stages[] = {PMC_CODEC_STAGE_AUTO, PMC_CODEC_STAGE_EXACT, PMC_CODEC_STAGE_PACKED, PMC_CODEC_STAGE_HUFFMAN};
     const uint32_t shapes[][2] = {{1, 1}, {3, 5}, {64, 16}, {257, 3}, {0, 4}};

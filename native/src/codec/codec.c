@@ -7,7 +7,7 @@
  * + 1, 0 marking an exception) packed at a fixed width or Huffman coded,
  * whichever is smaller (or as asked).
  *
- * Payload: [row map: u8 width, packed indices] (when rows repeat)
+ * Payload: [row map, rowmap.c] (when rows repeat)
  *          [symbols: EXACT raw rows | PACKED u8 width, packed | HUFFMAN block, or two for 16-bit codes]
  *          [exceptions: raw elements] */
 #include <math.h>
@@ -44,6 +44,7 @@ void pmc_codec_ctx_free(pmc_codec_ctx *ctx) {
     free(ctx->exceptions);
     free(ctx->work);
     free(ctx->work2);
+    free(ctx->repeats);
     free(ctx);
 }
 
@@ -69,7 +70,7 @@ uint64_t pmc_codec_max_bytes(uint64_t rows, uint32_t cols, int dtype) {
     uint64_t es = pmc_codec_dtype_size(dtype), n = rows * cols;
     /* The largest candidate is EXACT (raw rows); AUTO never keeps a bigger one,
      * but a forced stage can: codes plus every element as an exception. */
-    uint64_t map = 1 + pmc_codec_packed_bytes(rows, 32);
+    uint64_t map = pmc_codec_rowmap_max_bytes(rows);
     uint64_t coded = 2 * pmc_codec_huffman_max_bytes(n) + 1 + pmc_codec_packed_bytes(n, 16);
     return PMC_CODEC_HEADER_BYTES + map + coded + n * es + 64;
 }
@@ -115,10 +116,8 @@ static int check_layout(const uint8_t *payload, const pmc_codec_header *h, char 
     uint64_t avail = h->payload_bytes, at = 0, es = pmc_codec_dtype_size((int)h->dtype);
     uint64_t n_sym = (uint64_t)h->unique_rows * h->cols;
     if (h->flags & PMC_CODEC_FLAG_DEDUP) {
-        if (avail < 1 || payload[0] < 1 || payload[0] > 32 || bits_for(h->unique_rows - 1) != payload[0] ||
-            1 + pmc_codec_packed_bytes(h->rows, payload[0]) > avail)
-            return err(msg, msg_len, PMC_CODEC_ECORRUPT, "invalid row map");
-        at = 1 + pmc_codec_packed_bytes(h->rows, payload[0]);
+        int rc = pmc_codec_rowmap_size(payload, avail, h->rows, h->unique_rows, &at, msg, msg_len);
+        if (rc) return rc;
     }
     uint64_t need;
     if (h->stage == PMC_CODEC_STAGE_EXACT) {
@@ -131,20 +130,8 @@ static int check_layout(const uint8_t *payload, const pmc_codec_header *h, char 
         need = (uint64_t)h->exceptions * es;
         for (int plane = 0; plane < ((h->flags & PMC_CODEC_FLAG_WIDE) ? 2 : 1); plane++) {
             uint64_t block;
-            if (avail - at < 2) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "truncated Huffman block");
-            if (payload[at] == 1) {
-                block = 2;
-            } else if (payload[at] == 0 && avail - at >= 1 + 128 + 4) {
-                uint32_t bytes = get_u32(payload + at + 1 + 128);
-                /* Codes take 1 to 12 bits each. */
-                if ((uint64_t)bytes * 8 < n_sym || (uint64_t)bytes > (n_sym * 12 + 7) / 8)
-                    return err(msg, msg_len, PMC_CODEC_ECORRUPT, "Huffman stream of %u bytes for %llu symbols", bytes,
-                               (unsigned long long)n_sym);
-                block = 1 + 128 + 4 + (uint64_t)bytes;
-            } else {
-                return err(msg, msg_len, PMC_CODEC_ECORRUPT, "invalid Huffman block");
-            }
-            if (block > avail - at) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "truncated Huffman block");
+            int rc = pmc_codec_huffman_block_size(payload + at, avail - at, n_sym, &block, msg, msg_len);
+            if (rc) return rc;
             at += block;
         }
     }
@@ -230,6 +217,7 @@ typedef struct {
     uint64_t n_sym;    /* unique * cols */
     uint32_t n_exc;
     uint16_t max_sym;
+    uint16_t min_sym;
 } plan;
 
 /* Value range of the finite values of the distinct rows; 0 when there are none. */
@@ -282,7 +270,7 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     uint16_t *sym = ctx->symbols;
     uint8_t *exc = ctx->exceptions;
     uint32_t n_exc = 0;
-    unsigned max_sym = 0;
+    unsigned max_sym = 0, min_sym = 0xFFFF;
     for (uint32_t u = 0; u < pl->unique; u++) {
         const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
         if (pl->dtype == PMC_CODEC_F32) {
@@ -295,6 +283,7 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
                 if (fabs(q) <= MAX_CODE && fabs(x - (double)(float)(q * step)) <= b) s = zigzag_symbol(q);
                 if (!s) memcpy(exc + (size_t)n_exc++ * 4, &f, 4);
                 max_sym = s > max_sym ? s : max_sym;
+                min_sym = s < min_sym ? s : min_sym;
                 *sym++ = (uint16_t)s;
             }
             continue;
@@ -305,11 +294,13 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
             if (fabs(q) <= MAX_CODE && fabs(x - pmc_codec_round(q * step, pl->dtype)) <= b) s = zigzag_symbol(q);
             if (!s) memcpy(exc + (size_t)n_exc++ * pl->es, row + c * pl->es, pl->es);
             max_sym = s > max_sym ? s : max_sym;
+            min_sym = s < min_sym ? s : min_sym;
             *sym++ = (uint16_t)s;
         }
     }
     pl->n_exc = n_exc;
     pl->max_sym = (uint16_t)max_sym;
+    pl->min_sym = (uint16_t)min_sym;
     return PMC_CODEC_OK;
 }
 
@@ -360,11 +351,11 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
         if ((uint64_t)(n) > room - at) return err(msg, msg_len, PMC_CODEC_ESPACE, "output buffer too small");       \
     } while (0)
     if (dedup) {
-        unsigned w = bits_for(pl.unique - 1);
-        NEED(1 + pmc_codec_packed_bytes(rows, w));
-        payload[at++] = (uint8_t)w;
-        pmc_codec_pack32(ctx->row_map, rows, w, payload + at);
-        at += pmc_codec_packed_bytes(rows, w);
+        uint64_t map;
+        rc = pmc_codec_rowmap_encode(ctx, rows, pl.unique, payload, room, &map);
+        if (rc == PMC_CODEC_ENOMEM) return err(msg, msg_len, rc, "out of memory");
+        if (rc) return err(msg, msg_len, rc, "output buffer too small");
+        at += map;
     }
     uint64_t raw_bytes = pl.n_sym * es;
     if (!exact) {
@@ -373,14 +364,18 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
         uint64_t packed = 1 + pmc_codec_packed_bytes(pl.n_sym, w);
         int chosen = stage;
         uint64_t huff = 0;
-        if (stage != PMC_CODEC_STAGE_PACKED) {
+        /* AUTO skips Huffman where its code lengths alone cannot beat the packed codes (small blocks),
+         * unless every symbol is the same (a 2-byte block). */
+        int skip_huffman = stage == PMC_CODEC_STAGE_AUTO && pl.min_sym != pl.max_sym &&
+                           pmc_codec_huffman_min_bytes(pl.n_sym) >= packed;
+        if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman) {
             uint64_t hmax = 2 * pmc_codec_huffman_max_bytes(pl.n_sym);
             if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, hmax))
                 return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
             huff = encode_huffman(ctx, &pl, ctx->work);
         }
         if (stage == PMC_CODEC_STAGE_AUTO) {
-            chosen = huff < packed ? PMC_CODEC_STAGE_HUFFMAN : PMC_CODEC_STAGE_PACKED;
+            chosen = !skip_huffman && huff < packed ? PMC_CODEC_STAGE_HUFFMAN : PMC_CODEC_STAGE_PACKED;
             /* Exceptions everywhere (a bound below the resolution): the rows as they are are smaller. */
             if ((chosen == PMC_CODEC_STAGE_HUFFMAN ? huff : packed) + exc_bytes >= raw_bytes) exact = 1;
         }
@@ -443,19 +438,8 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
         return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
     /* Row map: each row's distinct row; distinct rows are numbered in order of first appearance. */
     if (h.flags & PMC_CODEC_FLAG_DEDUP) {
-        if (avail < 1) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "truncated row map");
-        unsigned w = payload[at++];
-        if (w < 1 || w > 32 || pmc_codec_packed_bytes(rows, w) > avail - at)
-            return err(msg, msg_len, PMC_CODEC_ECORRUPT, "invalid row map");
-        pmc_codec_unpack32(payload + at, rows, w, ctx->row_map);
-        at += pmc_codec_packed_bytes(rows, w);
-        uint32_t seen = 0;
-        for (uint64_t r = 0; r < rows; r++) {
-            uint32_t u = ctx->row_map[r];
-            if (u > seen || u >= unique) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "invalid row map entry");
-            if (u == seen) ctx->first[seen++] = (uint32_t)r;
-        }
-        if (seen != unique) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "row map misses distinct rows");
+        rc = pmc_codec_rowmap_decode(ctx, payload, avail, rows, unique, &at, msg, msg_len);
+        if (rc) return rc;
     } else {
         for (uint64_t r = 0; r < rows; r++) ctx->first[r] = (uint32_t)r;
     }

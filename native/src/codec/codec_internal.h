@@ -25,6 +25,8 @@ struct pmc_codec_ctx {
     size_t work_cap;
     uint8_t *work2;
     size_t work2_cap;
+    uint32_t *repeats; /* the row map's indices of repeated rows */
+    size_t repeats_cap;
 };
 
 /* Grows *buf to hold `bytes`; 0 on success. */
@@ -89,8 +91,24 @@ void pmc_codec_unpack32(const uint8_t *in, uint64_t n, unsigned bits, uint32_t *
  * *used gets the block's size). The output stride lets a plane of 16-bit
  * symbols be written in place. */
 uint64_t pmc_codec_huffman_max_bytes(uint64_t n);
+/* The fewest bytes a block of n symbols takes when they are not all the same. */
+uint64_t pmc_codec_huffman_min_bytes(uint64_t n);
 uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out);
+/* The size of the Huffman block of n symbols at in[0..avail), checked against avail. */
+int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, uint64_t *size, char *msg,
+                                 size_t msg_len);
 int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint8_t *out, size_t stride,
                              uint64_t *used, char *msg, size_t msg_len);
+
+/* The row map of a deduplicated batch (rowmap.c): the most bytes it takes;
+ * encoding ctx->row_map (the smaller of its forms); its size as laid out at
+ * in[0..avail); decoding into ctx->row_map and ctx->first, every entry checked. */
+uint64_t pmc_codec_rowmap_max_bytes(uint64_t rows);
+int pmc_codec_rowmap_encode(pmc_codec_ctx *ctx, uint64_t rows, uint32_t unique, uint8_t *out, uint64_t cap,
+                            uint64_t *written);
+int pmc_codec_rowmap_size(const uint8_t *in, uint64_t avail, uint64_t rows, uint32_t unique, uint64_t *size,
+                          char *msg, size_t msg_len);
+int pmc_codec_rowmap_decode(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t avail, uint64_t rows, uint32_t unique,
+                            uint64_t *used, char *msg, size_t msg_len);
 
 #endif

@@ -15,6 +15,7 @@
 #define TABLE_SIZE (1u << MAX_BITS)
 
 uint64_t pmc_codec_huffman_max_bytes(uint64_t n) { return 1 + 128 + 4 + (n * MAX_BITS + 7) / 8 + 8; }
+uint64_t pmc_codec_huffman_min_bytes(uint64_t n) { return 1 + 128 + 4 + (n + 7) / 8; }
 
 /* Code lengths from frequencies (two-queue Huffman over the sorted leaves). */
 static unsigned build_lengths(const uint64_t freq_in[256], uint8_t len[256]) {
@@ -130,6 +131,27 @@ uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, 
 static int fail(char *msg, size_t msg_len, const char *what) {
     if (msg && msg_len) snprintf(msg, msg_len, "%s", what);
     return PMC_CODEC_ECORRUPT;
+}
+
+int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, uint64_t *size, char *msg,
+                                 size_t msg_len) {
+    if (avail < 2) return fail(msg, msg_len, "truncated Huffman block");
+    if (in[0] == 1) {
+        *size = 2;
+        return PMC_CODEC_OK;
+    }
+    if (in[0] != 0 || avail < 1 + 128 + 4) return fail(msg, msg_len, "invalid Huffman block");
+    uint32_t bytes;
+    memcpy(&bytes, in + 1 + 128, 4);
+    /* Codes take 1 to MAX_BITS bits each. */
+    if ((uint64_t)bytes * 8 < n || (uint64_t)bytes > (n * MAX_BITS + 7) / 8) {
+        if (msg && msg_len)
+            snprintf(msg, msg_len, "Huffman stream of %u bytes for %llu symbols", bytes, (unsigned long long)n);
+        return PMC_CODEC_ECORRUPT;
+    }
+    if (1 + 128 + 4 + (uint64_t)bytes > avail) return fail(msg, msg_len, "truncated Huffman block");
+    *size = 1 + 128 + 4 + (uint64_t)bytes;
+    return PMC_CODEC_OK;
 }
 
 int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint8_t *out, size_t stride,
