@@ -367,7 +367,7 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
         /* AUTO skips Huffman where its code lengths alone cannot beat the packed codes (small blocks),
          * unless every symbol is the same (a 2-byte block). */
         int skip_huffman = stage == PMC_CODEC_STAGE_AUTO && pl.min_sym != pl.max_sym &&
-                           pmc_codec_huffman_min_bytes(pl.n_sym) >= packed;
+                           pmc_codec_huffman_min_bytes(pl.n_sym, pl.max_sym > 255 ? 256 : pl.max_sym + 1u) >= packed;
         if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman) {
             uint64_t hmax = 2 * pmc_codec_huffman_max_bytes(pl.n_sym);
             if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, hmax))

@@ -91,8 +91,8 @@ void pmc_codec_unpack32(const uint8_t *in, uint64_t n, unsigned bits, uint32_t *
  * *used gets the block's size). The output stride lets a plane of 16-bit
  * symbols be written in place. */
 uint64_t pmc_codec_huffman_max_bytes(uint64_t n);
-/* The fewest bytes a block of n symbols takes when they are not all the same. */
-uint64_t pmc_codec_huffman_min_bytes(uint64_t n);
+/* The fewest bytes a block of n symbols below span takes when they are not all the same. */
+uint64_t pmc_codec_huffman_min_bytes(uint64_t n, unsigned span);
 uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out);
 /* The size of the Huffman block of n symbols at in[0..avail), checked against avail. */
 int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, uint64_t *size, char *msg,

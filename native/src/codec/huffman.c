@@ -1,9 +1,10 @@
 /* Canonical Huffman coding of a byte stream, codes at most 12 bits long.
  *
  * Block: u8 mode (0: Huffman, 1: one symbol repeated), then for mode 1 the
- * symbol; for mode 0, 128 bytes of code lengths (two 4-bit lengths per byte,
- * symbol 2k in the low nibble), u32 length of the bit stream in bytes, and the
- * stream, codes written least significant bit first (each code bit-reversed
+ * symbol; for mode 0, u8 span (the symbols 0..span-1 have code lengths; 0
+ * means 256), (span + 1) / 2 bytes of code lengths (two 4-bit lengths per
+ * byte, symbol 2k in the low nibble), u32 length of the bit stream in bytes,
+ * and the stream, codes written least significant bit first (each code bit-reversed
  * so that a 12-bit table lookup decodes it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,11 @@
 #define MAX_BITS 12
 #define TABLE_SIZE (1u << MAX_BITS)
 
-uint64_t pmc_codec_huffman_max_bytes(uint64_t n) { return 1 + 128 + 4 + (n * MAX_BITS + 7) / 8 + 8; }
-uint64_t pmc_codec_huffman_min_bytes(uint64_t n) { return 1 + 128 + 4 + (n + 7) / 8; }
+/* Bytes before the stream of a mode-0 block whose symbols are below span (1..256). */
+static uint64_t head_bytes(unsigned span) { return 2 + (span + 1) / 2 + 4; }
+
+uint64_t pmc_codec_huffman_max_bytes(uint64_t n) { return head_bytes(256) + (n * MAX_BITS + 7) / 8 + 8; }
+uint64_t pmc_codec_huffman_min_bytes(uint64_t n, unsigned span) { return head_bytes(span) + (n + 7) / 8; }
 
 /* Code lengths from frequencies (two-queue Huffman over the sorted leaves). */
 static unsigned build_lengths(const uint64_t freq_in[256], uint8_t len[256]) {
@@ -114,9 +118,12 @@ uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, 
     uint16_t code[256] = {0};
     build_lengths(freq, len);
     canonical_codes(len, code);
+    unsigned span = (unsigned)only + 1; /* the highest symbol present, plus one */
     out[0] = 0;
-    for (int k = 0; k < 128; k++) out[1 + k] = (uint8_t)(len[2 * k] | (len[2 * k + 1] << 4));
-    uint8_t *stream = out + 1 + 128 + 4;
+    out[1] = (uint8_t)span; /* 256 wraps to 0 */
+    for (unsigned k = 0; k < (span + 1) / 2; k++)
+        out[2 + k] = (uint8_t)(len[2 * k] | ((2 * k + 1 < 256 ? len[2 * k + 1] : 0) << 4));
+    uint8_t *stream = out + head_bytes(span);
     pmc_bitwriter w = {.p = stream};
     for (uint64_t i = 0; i < n; i++) {
         uint8_t s = in[i * stride];
@@ -124,7 +131,7 @@ uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, 
     }
     uint8_t *end = pmc_bw_finish(&w);
     uint32_t bytes = (uint32_t)(end - stream);
-    memcpy(out + 1 + 128, &bytes, 4);
+    memcpy(stream - 4, &bytes, 4);
     return (uint64_t)(end - out);
 }
 
@@ -140,17 +147,20 @@ int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, 
         *size = 2;
         return PMC_CODEC_OK;
     }
-    if (in[0] != 0 || avail < 1 + 128 + 4) return fail(msg, msg_len, "invalid Huffman block");
+    if (in[0] != 0) return fail(msg, msg_len, "invalid Huffman block");
+    unsigned span = in[1] ? in[1] : 256;
+    uint64_t head = head_bytes(span);
+    if (avail < head) return fail(msg, msg_len, "truncated Huffman block");
     uint32_t bytes;
-    memcpy(&bytes, in + 1 + 128, 4);
+    memcpy(&bytes, in + head - 4, 4);
     /* Codes take 1 to MAX_BITS bits each. */
     if ((uint64_t)bytes * 8 < n || (uint64_t)bytes > (n * MAX_BITS + 7) / 8) {
         if (msg && msg_len)
             snprintf(msg, msg_len, "Huffman stream of %u bytes for %llu symbols", bytes, (unsigned long long)n);
         return PMC_CODEC_ECORRUPT;
     }
-    if (1 + 128 + 4 + (uint64_t)bytes > avail) return fail(msg, msg_len, "truncated Huffman block");
-    *size = 1 + 128 + 4 + (uint64_t)bytes;
+    if (head + (uint64_t)bytes > avail) return fail(msg, msg_len, "truncated Huffman block");
+    *size = head + (uint64_t)bytes;
     return PMC_CODEC_OK;
 }
 
@@ -163,17 +173,20 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
         return PMC_CODEC_OK;
     }
     if (in[0] != 0) return fail(msg, msg_len, "unknown Huffman block mode");
-    if (avail < 1 + 128 + 4) return fail(msg, msg_len, "truncated Huffman code lengths");
-    uint8_t len[256];
-    for (int k = 0; k < 128; k++) {
-        len[2 * k] = in[1 + k] & 0x0F;
-        len[2 * k + 1] = in[1 + k] >> 4;
+    unsigned span = in[1] ? in[1] : 256;
+    uint64_t head = head_bytes(span);
+    if (avail < head) return fail(msg, msg_len, "truncated Huffman code lengths");
+    uint8_t len[256] = {0};
+    for (unsigned k = 0; k < (span + 1) / 2; k++) {
+        len[2 * k] = in[2 + k] & 0x0F;
+        if (2 * k + 1 < span) len[2 * k + 1] = in[2 + k] >> 4;
+        else if (in[2 + k] >> 4) return fail(msg, msg_len, "Huffman code length past the span");
     }
     uint16_t code[256] = {0};
     if (!canonical_codes(len, code)) return fail(msg, msg_len, "invalid Huffman code lengths");
     uint32_t bytes;
-    memcpy(&bytes, in + 1 + 128, 4);
-    if (bytes > avail - (1 + 128 + 4)) return fail(msg, msg_len, "Huffman stream longer than the buffer");
+    memcpy(&bytes, in + head - 4, 4);
+    if (bytes > avail - head) return fail(msg, msg_len, "Huffman stream longer than the buffer");
     /* A table of 2^(longest code) entries: small alphabets build a small one. */
     unsigned bits = 1;
     for (int s = 0; s < 256; s++)
@@ -185,7 +198,7 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
         if (!len[s]) continue;
         for (unsigned fill = code[s]; fill < size; fill += 1u << len[s]) table[fill] = (uint16_t)((s << 4) | len[s]);
     }
-    const uint8_t *p = in + 1 + 128 + 4, *end = p + bytes;
+    const uint8_t *p = in + head, *end = p + bytes;
     uint64_t acc = 0, consumed = 0;
     unsigned have = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -214,6 +227,6 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
     }
     if (consumed > (uint64_t)bytes * 8) return fail(msg, msg_len, "Huffman stream ends early");
     if ((consumed + 7) / 8 != bytes) return fail(msg, msg_len, "Huffman stream has trailing bytes");
-    *used = 1 + 128 + 4 + (uint64_t)bytes;
+    *used = head + (uint64_t)bytes;
     return PMC_CODEC_OK;
 }

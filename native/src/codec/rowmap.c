@@ -70,8 +70,12 @@ int pmc_codec_rowmap_encode(pmc_codec_ctx *ctx, uint64_t rows, uint32_t unique, 
     /* A Huffman block of two symbols or more takes its code lengths and a bit per symbol:
      * where that cannot beat the packed form (small batches), it is not built. */
     int several = 0;
-    for (uint64_t i = 1; i < repeats && !several; i++) several = sym[i] != sym[0];
-    if (several && at + pmc_codec_huffman_min_bytes(repeats) >= packed) at = packed;
+    unsigned top = repeats ? sym[0] : 0;
+    for (uint64_t i = 1; i < repeats; i++) {
+        several |= sym[i] != sym[0];
+        top = sym[i] > top ? sym[i] : top;
+    }
+    if (several && at + pmc_codec_huffman_min_bytes(repeats, top + 1) >= packed) at = packed;
     if (at < packed) at += pmc_codec_huffman_encode(sym, repeats, 1, split + at);
     if (n_esc) {
         pmc_codec_pack32(esc, n_esc, ew, split + at);
