@@ -411,6 +411,22 @@ def test_high_cardinality_batch_reaches_its_ratio(seed: int, bound: float, ratio
     assert len(buf) <= x.nbytes / ratio, f"{x.nbytes} -> {len(buf)} bytes, under {ratio}x"
 
 
+@pytest.mark.parametrize("stage", ["auto", "packed", "huffman"])
+def test_rows_of_the_same_codes_are_stored_once(stage: str) -> None:
+    """Rows of different bytes that quantize to the same codes (the near-zero rows of ids training barely
+    touched) share one stored row; a row holding an exception (NaN) is never merged."""
+    rng = np.random.default_rng(3)
+    pool = rng.normal(0, 0.1, (50, 16)).astype(np.float32)
+    tiny = rng.normal(0, 1e-5, (40, 16)).astype(np.float32)  # within the bound of zero: every code 0
+    tiny[7, 3] = np.nan
+    x = np.concatenate([pool, tiny])[rng.permutation(90)]
+    buf = roundtrip_numpy(x, 0.01, True, stage)
+    info = codec.inspect(buf)
+    assert info.deduplicated
+    assert info.unique_rows == 50 + 1 + 1, info
+    assert info.exceptions == 1
+
+
 # --------------------------------------------------------------------------
 # 5. The shared real embedding dumps
 # --------------------------------------------------------------------------

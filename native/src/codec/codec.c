@@ -45,6 +45,7 @@ void pmc_codec_ctx_free(pmc_codec_ctx *ctx) {
     free(ctx->work);
     free(ctx->work2);
     free(ctx->repeats);
+    free(ctx->remap);
     free(ctx);
 }
 
@@ -334,71 +335,81 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
     int rc = pmc_codec_dedup(ctx, in, rows, row_bytes, &pl.unique);
     if (rc) return err(msg, msg_len, rc, "out of memory (%llu rows)", (unsigned long long)rows);
     pl.n_sym = (uint64_t)pl.unique * cols;
-    int dedup = pl.unique < rows;
     double absolute = relative ? bound * value_range(ctx, &pl) : bound;
     /* A bound that no code can honour (0, or below the dtype's resolution everywhere) means exact rows. */
     int exact = stage == PMC_CODEC_STAGE_EXACT || !(absolute > 0) || isinf(absolute) || absolute < 1e-300;
     pl.bound = exact ? 0.0 : absolute;
-    if (!exact && (rc = quantize(ctx, &pl))) return err(msg, msg_len, rc, "out of memory");
+    uint32_t byte_unique = pl.unique;
+    if (!exact) {
+        if ((rc = quantize(ctx, &pl))) return err(msg, msg_len, rc, "out of memory");
+        /* Distinct rows whose codes are the same (rows of values within the bound of each other,
+         * such as the near-zero rows of rarely trained ids) are stored once too. */
+        if ((rc = pmc_codec_merge_code_rows(ctx, rows, cols, &pl.unique)))
+            return err(msg, msg_len, rc, "out of memory");
+        pl.n_sym = (uint64_t)pl.unique * cols;
+    }
 
     pmc_codec_header h = {.version = PMC_CODEC_VERSION, .dtype = (uint32_t)dtype, .rows = rows, .cols = cols,
-                          .unique_rows = pl.unique, .bound = pl.bound, .requested = bound,
-                          .flags = (dedup ? PMC_CODEC_FLAG_DEDUP : 0u) | (relative ? PMC_CODEC_FLAG_RELATIVE : 0u)};
+                          .bound = pl.bound, .requested = bound,
+                          .flags = relative ? PMC_CODEC_FLAG_RELATIVE : 0u};
+    /* The codes first (into ctx->work): whether they pay decides what the row map refers to. */
+    uint64_t coded = 0, exc_bytes = 0;
+    if (!exact) {
+        exc_bytes = (uint64_t)pl.n_exc * es;
+        unsigned w = bits_for(pl.max_sym);
+        uint64_t packed = 1 + pmc_codec_packed_bytes(pl.n_sym, w);
+        /* AUTO skips Huffman where its code lengths alone cannot beat the packed codes (small blocks),
+         * unless every symbol is the same (a 2-byte block). */
+        int skip_huffman = stage == PMC_CODEC_STAGE_AUTO && pl.min_sym != pl.max_sym &&
+                           pmc_codec_huffman_min_bytes(pl.n_sym, pl.max_sym > 255 ? 256 : pl.max_sym + 1u) >= packed;
+        uint64_t huff = 0;
+        if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, 2 * pmc_codec_huffman_max_bytes(pl.n_sym) + packed))
+            return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
+        if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman) huff = encode_huffman(ctx, &pl, ctx->work);
+        int chosen = stage;
+        if (stage == PMC_CODEC_STAGE_AUTO)
+            chosen = !skip_huffman && huff < packed ? PMC_CODEC_STAGE_HUFFMAN : PMC_CODEC_STAGE_PACKED;
+        if (chosen == PMC_CODEC_STAGE_PACKED) {
+            ctx->work[0] = (uint8_t)w;
+            pmc_codec_pack(ctx->symbols, pl.n_sym, w, ctx->work + 1);
+            h.code_bits = w;
+        }
+        coded = chosen == PMC_CODEC_STAGE_HUFFMAN ? huff : packed;
+        h.stage = chosen;
+        /* Exceptions everywhere (a bound below the resolution): the rows as they are are smaller. */
+        if (stage == PMC_CODEC_STAGE_AUTO && coded + exc_bytes >= (uint64_t)byte_unique * row_bytes) exact = 1;
+    }
+    if (exact && pl.unique != byte_unique) { /* back to the rows' own bytes */
+        if ((rc = pmc_codec_dedup(ctx, in, rows, row_bytes, &pl.unique)))
+            return err(msg, msg_len, rc, "out of memory");
+        pl.n_sym = (uint64_t)pl.unique * cols;
+    }
+    if (pl.unique < rows) h.flags |= PMC_CODEC_FLAG_DEDUP;
+    h.unique_rows = pl.unique;
+
     uint8_t *payload = out + PMC_CODEC_HEADER_BYTES;
     uint64_t room = cap - PMC_CODEC_HEADER_BYTES, at = 0;
 #define NEED(n)                                                                                                      \
     do {                                                                                                             \
         if ((uint64_t)(n) > room - at) return err(msg, msg_len, PMC_CODEC_ESPACE, "output buffer too small");       \
     } while (0)
-    if (dedup) {
+    if (h.flags & PMC_CODEC_FLAG_DEDUP) {
         uint64_t map;
         rc = pmc_codec_rowmap_encode(ctx, rows, pl.unique, payload, room, &map);
         if (rc == PMC_CODEC_ENOMEM) return err(msg, msg_len, rc, "out of memory");
         if (rc) return err(msg, msg_len, rc, "output buffer too small");
         at += map;
     }
-    uint64_t raw_bytes = pl.n_sym * es;
     if (!exact) {
-        uint64_t exc_bytes = (uint64_t)pl.n_exc * es;
-        unsigned w = bits_for(pl.max_sym);
-        uint64_t packed = 1 + pmc_codec_packed_bytes(pl.n_sym, w);
-        int chosen = stage;
-        uint64_t huff = 0;
-        /* AUTO skips Huffman where its code lengths alone cannot beat the packed codes (small blocks),
-         * unless every symbol is the same (a 2-byte block). */
-        int skip_huffman = stage == PMC_CODEC_STAGE_AUTO && pl.min_sym != pl.max_sym &&
-                           pmc_codec_huffman_min_bytes(pl.n_sym, pl.max_sym > 255 ? 256 : pl.max_sym + 1u) >= packed;
-        if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman) {
-            uint64_t hmax = 2 * pmc_codec_huffman_max_bytes(pl.n_sym);
-            if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, hmax))
-                return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
-            huff = encode_huffman(ctx, &pl, ctx->work);
-        }
-        if (stage == PMC_CODEC_STAGE_AUTO) {
-            chosen = !skip_huffman && huff < packed ? PMC_CODEC_STAGE_HUFFMAN : PMC_CODEC_STAGE_PACKED;
-            /* Exceptions everywhere (a bound below the resolution): the rows as they are are smaller. */
-            if ((chosen == PMC_CODEC_STAGE_HUFFMAN ? huff : packed) + exc_bytes >= raw_bytes) exact = 1;
-        }
-        if (!exact && chosen == PMC_CODEC_STAGE_HUFFMAN) {
-            NEED(huff + exc_bytes);
-            memcpy(payload + at, ctx->work, huff);
-            at += huff;
-        } else if (!exact) {
-            NEED(packed + exc_bytes);
-            payload[at++] = (uint8_t)w;
-            pmc_codec_pack(ctx->symbols, pl.n_sym, w, payload + at);
-            at += packed - 1;
-            h.code_bits = w;
-        }
-        if (!exact) {
-            memcpy(payload + at, ctx->exceptions, exc_bytes);
-            at += exc_bytes;
-            h.stage = chosen;
-            h.exceptions = pl.n_exc;
-            h.flags |= pl.max_sym > 255 ? PMC_CODEC_FLAG_WIDE : 0u;
-        }
-    }
-    if (exact) {
+        NEED(coded + exc_bytes);
+        memcpy(payload + at, ctx->work, coded);
+        at += coded;
+        memcpy(payload + at, ctx->exceptions, exc_bytes);
+        at += exc_bytes;
+        h.exceptions = pl.n_exc;
+        h.flags |= pl.max_sym > 255 ? PMC_CODEC_FLAG_WIDE : 0u;
+    } else {
+        uint64_t raw_bytes = pl.n_sym * es;
         h.stage = PMC_CODEC_STAGE_EXACT;
         h.bound = 0.0;
         h.code_bits = 0;

@@ -27,6 +27,8 @@ struct pmc_codec_ctx {
     size_t work2_cap;
     uint32_t *repeats; /* the row map's indices of repeated rows */
     size_t repeats_cap;
+    uint32_t *remap; /* per distinct row: the distinct row of the same codes it merges into */
+    size_t remap_cap;
 };
 
 /* Grows *buf to hold `bytes`; 0 on success. */
@@ -47,6 +49,11 @@ void pmc_codec_store(void *row, size_t i, int dtype, double v);
 /* Finds the distinct rows: fills ctx->row_map (rows entries) and ctx->first
  * (*unique entries, in order of first appearance). */
 int pmc_codec_dedup(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t rows, size_t row_bytes, uint32_t *unique);
+
+/* After quantization: merges distinct rows whose symbols are the same (rows
+ * without exceptions), updating ctx->row_map, ctx->first and ctx->symbols in
+ * place; *unique gets the rows left. */
+int pmc_codec_merge_code_rows(pmc_codec_ctx *ctx, uint64_t rows, uint32_t cols, uint32_t *unique);
 
 /* A bit writer, least significant bit first: at most 32 bits per put, flushed a 32-bit word at a time. */
 typedef struct {

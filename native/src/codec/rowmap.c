@@ -44,11 +44,11 @@ int pmc_codec_rowmap_encode(pmc_codec_ctx *ctx, uint64_t rows, uint32_t unique, 
     /* ctx->repeats: the symbols' bytes (repeats + 8 bytes), then the escapes' values. */
     uint64_t sym_words = (repeats + 8 + 3) / 4;
     if (pmc_codec_grow((void **)&ctx->repeats, &ctx->repeats_cap, (sym_words + repeats) * 4) ||
-        pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, split_max))
+        pmc_codec_grow((void **)&ctx->work2, &ctx->work2_cap, split_max))
         return PMC_CODEC_ENOMEM;
     uint8_t *sym = (uint8_t *)ctx->repeats;
     uint32_t *esc = ctx->repeats + sym_words;
-    uint8_t *split = ctx->work, *bitmap = split + 1;
+    uint8_t *split = ctx->work2, *bitmap = split + 1;
     memset(bitmap, 0, (rows + 7) / 8);
     split[0] = KIND_SPLIT;
     uint32_t seen = 0, n_esc = 0;

@@ -1,5 +1,7 @@
 /* Distinct rows of a batch: pooled embeddings of the same ids are the same
- * bytes, and a batch of a low-cardinality table holds few distinct rows. */
+ * bytes, and a batch of a low-cardinality table holds few distinct rows;
+ * after quantization, rows of different bytes but the same codes (near-zero
+ * rows of ids training barely touched) are one row too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,5 +72,48 @@ int pmc_codec_dedup(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t rows, size_t
         }
     }
     *unique = n;
+    return PMC_CODEC_OK;
+}
+
+int pmc_codec_merge_code_rows(pmc_codec_ctx *ctx, uint64_t rows, uint32_t cols, uint32_t *unique) {
+    uint32_t n = *unique;
+    size_t nslots = 16, sym_bytes = (size_t)cols * 2;
+    while (nslots < 2 * (size_t)n) nslots *= 2;
+    if (pmc_codec_grow((void **)&ctx->slots, &ctx->slots_cap, nslots * sizeof(uint32_t)) ||
+        pmc_codec_grow((void **)&ctx->remap, &ctx->remap_cap, (size_t)n * sizeof(uint32_t) + 4))
+        return PMC_CODEC_ENOMEM;
+    uint32_t *slots = ctx->slots;
+    memset(slots, 0, nslots * sizeof(uint32_t));
+    uint16_t *sym = ctx->symbols;
+    uint32_t kept = 0;
+    /* Kept rows move down to index `kept` (<= u), in order: first appearances stay in order.
+     * Only rows without exceptions merge, so the exceptions keep their order and place. */
+    for (uint32_t u = 0; u < n; u++) {
+        const uint16_t *row = sym + (size_t)u * cols;
+        int has_exc = 0;
+        for (uint32_t c = 0; c < cols; c++) has_exc |= row[c] == 0;
+        if (!has_exc) {
+            size_t s = (size_t)row_hash((const uint8_t *)row, sym_bytes) & (nslots - 1);
+            uint32_t match = 0;
+            for (; slots[s]; s = (s + 1) & (nslots - 1))
+                if (memcmp(sym + (size_t)(slots[s] - 1) * cols, row, sym_bytes) == 0) {
+                    match = slots[s];
+                    break;
+                }
+            if (match) {
+                ctx->remap[u] = match - 1;
+                continue;
+            }
+            slots[s] = kept + 1;
+        }
+        if (kept != u) {
+            memmove(sym + (size_t)kept * cols, row, sym_bytes);
+            ctx->first[kept] = ctx->first[u];
+        }
+        ctx->remap[u] = kept++;
+    }
+    if (kept != n)
+        for (uint64_t r = 0; r < rows; r++) ctx->row_map[r] = ctx->remap[ctx->row_map[r]];
+    *unique = kept;
     return PMC_CODEC_OK;
 }
