@@ -3,7 +3,8 @@
  * NaN and infinities, extreme and subnormal values); every truncation and
  * every single-byte change of valid buffers rejected with ECORRUPT (never a
  * read out of bounds: run under AddressSanitizer and valgrind); the row map
- * of repeated rows in both its forms, and payload changes behind recomputed
+ * of repeated rows in both its forms, the Huffman stage's row classes, and
+ * payload changes and truncations behind recomputed
  * CRCs (decoded or rejected, never out of bounds); bad
  * arguments; the 16-bit conversions at known values.
  *
@@ -215,6 +216,62 @@ static void check_rowmap(pmc_codec_ctx *ctx) {
     }
 }
 
+/* Row classes: rows of very different magnitudes get more than one class (the first byte of the
+ * codes when no row repeats), decode within the bound, and changed bytes behind valid CRCs are
+ * decoded or rejected cleanly. */
+static void check_classes(pmc_codec_ctx *ctx) {
+    const uint32_t rows = 600, cols = 16;
+    const double bound = 0.003; /* codes up to about 83: 8-bit symbols */
+    float *x = malloc((size_t)rows * cols * 4), *dec = malloc((size_t)rows * cols * 4);
+    for (uint32_t r = 0; r < rows; r++) {
+        double scale = pow(10.0, -1.5 * uniform()); /* 0.03 .. 1 */
+        for (uint32_t c = 0; c < cols; c++) x[(size_t)r * cols + c] = (float)((uniform() - 0.5) * scale);
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    uint64_t cap = pmc_codec_max_bytes(rows, cols, PMC_CODEC_F32), len = 0;
+    uint8_t *buf = malloc(cap), *copy = malloc(cap);
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    int rc = pmc_codec_compress(ctx, x, rows, cols, PMC_CODEC_F32, bound, 1, PMC_CODEC_STAGE_HUFFMAN, buf, cap, &len,
+                                msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    pmc_codec_header h;
+    CHECK_RC(pmc_codec_read_header(buf, len, &h, msg, sizeof msg), PMC_CODEC_OK, msg);
+    CHECK(!(h.flags & PMC_CODEC_FLAG_DEDUP) && !(h.flags & PMC_CODEC_FLAG_WIDE), "flags 0x%x", h.flags);
+    CHECK(buf[PMC_CODEC_HEADER_BYTES] > 1, "rows of 0.03 to 1 got %u row class(es)", buf[PMC_CODEC_HEADER_BYTES]);
+    rc = pmc_codec_decompress(ctx, buf, len, dec, (uint64_t)rows * cols * 4, msg, sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) worst = fmax(worst, fabs((double)dec[i] - (double)x[i]));
+    CHECK(worst <= bound * (hi - lo), "error %g above the bound %g", worst, bound * (hi - lo));
+    uint64_t step = g_quick ? 5 : 1;
+    for (uint64_t at = PMC_CODEC_HEADER_BYTES; at < len && at < PMC_CODEC_HEADER_BYTES + 400; at += step)
+        for (int flip = 1; flip < 256; flip <<= 3) {
+            memcpy(copy, buf, len);
+            copy[at] ^= (uint8_t)flip;
+            fix_crcs(ctx, copy, len);
+            rc = pmc_codec_decompress(ctx, copy, len, dec, (uint64_t)rows * cols * 4, msg, sizeof msg);
+            CHECK(rc == PMC_CODEC_OK || rc == PMC_CODEC_ECORRUPT, "byte %llu ^ 0x%x: status %d", (unsigned long long)at,
+                  flip, rc);
+        }
+    /* Every truncation of the codes section (CRCs fixed, so the layout check answers). */
+    for (uint64_t cut = PMC_CODEC_HEADER_BYTES; cut < len; cut += step) {
+        memcpy(copy, buf, cut);
+        uint64_t payload = cut - PMC_CODEC_HEADER_BYTES;
+        memcpy(copy + 48, &payload, 8);
+        fix_crcs(ctx, copy, cut);
+        rc = pmc_codec_decompress(ctx, copy, cut, dec, (uint64_t)rows * cols * 4, msg, sizeof msg);
+        CHECK(rc == PMC_CODEC_ECORRUPT, "cut at %llu: status %d", (unsigned long long)cut, rc);
+    }
+    free(x);
+    free(dec);
+    free(buf);
+    free(copy);
+}
+
 static void check_bad_arguments(pmc_codec_ctx *ctx) {
     float in[4] = {1, 2, 3, 4};
     uint8_t out[512];
@@ -274,6 +331,7 @@ int main(void) {
     check_conversions();
     check_bad_arguments(ctx);
     check_rowmap(ctx);
+    check_classes(ctx);
     const double bounds[] = {1e-9, 1e-4, 0.01, 0.05, 0.5};
     const int stages[] = {PMC_CODEC_STAGE_AUTO, PMC_CODEC_STAGE_EXACT, PMC_CODEC_STAGE_PACKED, PMC_CODEC_STAGE_HUFFMAN};
     const uint32_t shapes[][2] = {{1, 1}, {3, 5}, {64, 16}, {257, 3}, {0, 4}};

@@ -8,7 +8,7 @@
  * whichever is smaller (or as asked).
  *
  * Payload: [row map, rowmap.c] (when rows repeat)
- *          [symbols: EXACT raw rows | PACKED u8 width, packed | HUFFMAN block, or two for 16-bit codes]
+ *          [symbols: EXACT raw rows | PACKED u8 width, packed | HUFFMAN row classes, classes.c]
  *          [exceptions: raw elements] */
 #include <math.h>
 #include <stdarg.h>
@@ -72,7 +72,7 @@ uint64_t pmc_codec_max_bytes(uint64_t rows, uint32_t cols, int dtype) {
     /* The largest candidate is EXACT (raw rows); AUTO never keeps a bigger one,
      * but a forced stage can: codes plus every element as an exception. */
     uint64_t map = pmc_codec_rowmap_max_bytes(rows);
-    uint64_t coded = 2 * pmc_codec_huffman_max_bytes(n) + 1 + pmc_codec_packed_bytes(n, 16);
+    uint64_t coded = pmc_codec_classes_max_bytes(n, (uint32_t)rows) + 1 + pmc_codec_packed_bytes(n, 16);
     return PMC_CODEC_HEADER_BYTES + map + coded + n * es + 64;
 }
 
@@ -129,12 +129,11 @@ static int check_layout(const uint8_t *payload, const pmc_codec_header *h, char 
         need = 1 + pmc_codec_packed_bytes(n_sym, h->code_bits) + (uint64_t)h->exceptions * es;
     } else {
         need = (uint64_t)h->exceptions * es;
-        for (int plane = 0; plane < ((h->flags & PMC_CODEC_FLAG_WIDE) ? 2 : 1); plane++) {
-            uint64_t block;
-            int rc = pmc_codec_huffman_block_size(payload + at, avail - at, n_sym, &block, msg, msg_len);
-            if (rc) return rc;
-            at += block;
-        }
+        uint64_t section;
+        int rc = pmc_codec_classes_size(payload + at, avail - at, h->unique_rows, h->cols,
+                                        (h->flags & PMC_CODEC_FLAG_WIDE) != 0, &section, msg, msg_len);
+        if (rc) return rc;
+        at += section;
     }
     if (need != avail - at)
         return err(msg, msg_len, PMC_CODEC_ECORRUPT, "payload of %llu bytes where the header implies %llu",
@@ -275,18 +274,25 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     for (uint32_t u = 0; u < pl->unique; u++) {
         const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
         if (pl->dtype == PMC_CODEC_F32) {
+            /* Branch-free over the row, then the rare exceptions. */
+            unsigned any_exc = 0;
             for (uint32_t c = 0; c < pl->cols; c++) {
                 float f;
                 memcpy(&f, row + 4 * c, 4);
                 double x = f, q = round_near(x * inv);
-                unsigned s = 0;
                 /* fabs(x - dec) <= b is false for NaN and infinities. */
-                if (fabs(q) <= MAX_CODE && fabs(x - (double)(float)(q * step)) <= b) s = zigzag_symbol(q);
-                if (!s) memcpy(exc + (size_t)n_exc++ * 4, &f, 4);
+                unsigned ok = (fabs(q) <= MAX_CODE) & (fabs(x - (double)(float)(q * step)) <= b);
+                int32_t code = (int32_t)(ok ? q : 0.0);
+                unsigned s = ok ? (((uint32_t)code << 1) ^ (uint32_t)(code >> 31)) + 1u : 0u;
+                any_exc |= !ok;
                 max_sym = s > max_sym ? s : max_sym;
                 min_sym = s < min_sym ? s : min_sym;
-                *sym++ = (uint16_t)s;
+                sym[c] = (uint16_t)s;
             }
+            if (any_exc)
+                for (uint32_t c = 0; c < pl->cols; c++)
+                    if (!sym[c]) memcpy(exc + (size_t)n_exc++ * 4, row + 4 * c, 4);
+            sym += pl->cols;
             continue;
         }
         for (uint32_t c = 0; c < pl->cols; c++) {
@@ -303,14 +309,6 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     pl->max_sym = (uint16_t)max_sym;
     pl->min_sym = (uint16_t)min_sym;
     return PMC_CODEC_OK;
-}
-
-/* Huffman-coded symbols into out (one block for 8-bit symbols, a low and a high plane for 16-bit). */
-static uint64_t encode_huffman(const pmc_codec_ctx *ctx, const plan *pl, uint8_t *out) {
-    const uint8_t *bytes = (const uint8_t *)ctx->symbols; /* little-endian: low byte first */
-    uint64_t at = pmc_codec_huffman_encode(bytes, pl->n_sym, 2, out);
-    if (pl->max_sym > 255) at += pmc_codec_huffman_encode(bytes + 1, pl->n_sym, 2, out + at);
-    return at;
 }
 
 int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32_t cols, int dtype, double bound,
@@ -363,9 +361,11 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
         int skip_huffman = stage == PMC_CODEC_STAGE_AUTO && pl.min_sym != pl.max_sym &&
                            pmc_codec_huffman_min_bytes(pl.n_sym, pl.max_sym > 255 ? 256 : pl.max_sym + 1u) >= packed;
         uint64_t huff = 0;
-        if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, 2 * pmc_codec_huffman_max_bytes(pl.n_sym) + packed))
+        if (pmc_codec_grow((void **)&ctx->work, &ctx->work_cap, pmc_codec_classes_max_bytes(pl.n_sym, pl.unique) + packed))
             return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
-        if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman) huff = encode_huffman(ctx, &pl, ctx->work);
+        if (stage != PMC_CODEC_STAGE_PACKED && !skip_huffman &&
+            (rc = pmc_codec_classes_encode(ctx, pl.unique, cols, pl.max_sym > 255, ctx->work, &huff)))
+            return err(msg, msg_len, rc, "out of memory");
         int chosen = stage;
         if (stage == PMC_CODEC_STAGE_AUTO)
             chosen = !skip_huffman && huff < packed ? PMC_CODEC_STAGE_HUFFMAN : PMC_CODEC_STAGE_PACKED;
@@ -462,6 +462,7 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
         if (pmc_codec_grow((void **)&ctx->symbols, &ctx->symbols_cap, n_sym * 2 + 16))
             return err(msg, msg_len, PMC_CODEC_ENOMEM, "out of memory");
         uint16_t *sym = ctx->symbols;
+        const uint32_t *position = NULL; /* each distinct row's symbol row, when row classes reorder them */
         if (h.stage == PMC_CODEC_STAGE_PACKED) {
             if (avail - at < 1) return err(msg, msg_len, PMC_CODEC_ECORRUPT, "truncated symbols");
             unsigned w = payload[at++];
@@ -471,16 +472,10 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
             at += pmc_codec_packed_bytes(n_sym, w);
         } else {
             uint64_t used = 0;
-            uint8_t *bytes = (uint8_t *)sym;
-            if (!(h.flags & PMC_CODEC_FLAG_WIDE)) memset(sym, 0, n_sym * 2);
-            rc = pmc_codec_huffman_decode(payload + at, avail - at, n_sym, bytes, 2, &used, msg, msg_len);
+            rc = pmc_codec_classes_decode(ctx, payload + at, avail - at, unique, h.cols,
+                                          (h.flags & PMC_CODEC_FLAG_WIDE) != 0, &used, &position, msg, msg_len);
             if (rc) return rc;
             at += used;
-            if (h.flags & PMC_CODEC_FLAG_WIDE) {
-                rc = pmc_codec_huffman_decode(payload + at, avail - at, n_sym, bytes + 1, 2, &used, msg, msg_len);
-                if (rc) return rc;
-                at += used;
-            }
         }
         uint64_t exc_bytes = (uint64_t)h.exceptions * es;
         if (avail - at != exc_bytes)
@@ -499,7 +494,7 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
             }
         for (uint32_t u = 0; u < unique; u++) {
             uint8_t *row = out + (uint64_t)ctx->first[u] * row_bytes;
-            const uint16_t *s = sym + (uint64_t)u * h.cols;
+            const uint16_t *s = sym + (uint64_t)(position ? position[u] : u) * h.cols;
             if (narrow && es == 4) {
                 /* The common case, with fixed-size copies the compiler turns into moves. */
                 for (uint32_t c = 0; c < h.cols; c++) {

@@ -101,6 +101,8 @@ uint64_t pmc_codec_huffman_max_bytes(uint64_t n);
 /* The fewest bytes a block of n symbols below span takes when they are not all the same. */
 uint64_t pmc_codec_huffman_min_bytes(uint64_t n, unsigned span);
 uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out);
+/* The bytes of the block pmc_codec_huffman_encode would write for symbols of these frequencies. */
+uint64_t pmc_codec_huffman_cost(const uint64_t freq[256]);
 /* The size of the Huffman block of n symbols at in[0..avail), checked against avail. */
 int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, uint64_t *size, char *msg,
                                  size_t msg_len);
@@ -117,5 +119,17 @@ int pmc_codec_rowmap_size(const uint8_t *in, uint64_t avail, uint64_t rows, uint
                           char *msg, size_t msg_len);
 int pmc_codec_rowmap_decode(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t avail, uint64_t rows, uint32_t unique,
                             uint64_t *used, char *msg, size_t msg_len);
+
+/* The Huffman stage's codes in row classes (classes.c): the most bytes; encoding
+ * ctx->symbols of `unique` distinct rows (wide: 16-bit symbols); the section's
+ * size as laid out at in[0..avail); decoding into ctx->symbols, where
+ * *position (NULL: the identity) gives each distinct row's symbol row. */
+uint64_t pmc_codec_classes_max_bytes(uint64_t n_sym, uint32_t unique);
+int pmc_codec_classes_encode(pmc_codec_ctx *ctx, uint32_t unique, uint32_t cols, int wide, uint8_t *out,
+                             uint64_t *written);
+int pmc_codec_classes_size(const uint8_t *in, uint64_t avail, uint32_t unique, uint32_t cols, int wide,
+                           uint64_t *size, char *msg, size_t msg_len);
+int pmc_codec_classes_decode(pmc_codec_ctx *ctx, const uint8_t *in, uint64_t avail, uint32_t unique, uint32_t cols,
+                             int wide, uint64_t *used, const uint32_t **position, char *msg, size_t msg_len);
 
 #endif

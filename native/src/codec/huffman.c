@@ -100,6 +100,21 @@ static int canonical_codes(const uint8_t len[256], uint16_t code[256]) {
     return 1;
 }
 
+uint64_t pmc_codec_huffman_cost(const uint64_t freq[256]) {
+    int distinct = 0, top = 0;
+    for (int s = 0; s < 256; s++)
+        if (freq[s]) {
+            distinct++;
+            top = s;
+        }
+    if (distinct <= 1) return 2;
+    uint8_t len[256];
+    build_lengths(freq, len);
+    uint64_t bits = 0;
+    for (int s = 0; s <= top; s++) bits += freq[s] * len[s];
+    return head_bytes((unsigned)top + 1) + (bits + 7) / 8;
+}
+
 uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out) {
     uint64_t freq[256] = {0};
     for (uint64_t i = 0; i < n; i++) freq[in[i * stride]]++;
