@@ -5,6 +5,12 @@
 
 uint64_t pmc_codec_packed_bytes(uint64_t n, unsigned bits) { return (n * bits + 7) / 8; }
 
+unsigned pmc_codec_bits_for(uint64_t max_value) {
+    unsigned b = 1;
+    while (b < 64 && (max_value >> b)) b++;
+    return b;
+}
+
 void pmc_codec_pack32(const uint32_t *values, uint64_t n, unsigned bits, uint8_t *out) {
     pmc_bitwriter w = {.p = out};
     uint64_t mask = (bits >= 32) ? 0xFFFFFFFFull : ((1ull << bits) - 1);

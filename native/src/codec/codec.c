@@ -61,12 +61,6 @@ static int err(char *msg, size_t msg_len, int rc, const char *fmt, ...) {
     return rc;
 }
 
-static unsigned bits_for(uint64_t max_value) {
-    unsigned b = 1;
-    while (b < 64 && (max_value >> b)) b++;
-    return b;
-}
-
 uint64_t pmc_codec_max_bytes(uint64_t rows, uint32_t cols, int dtype) {
     uint64_t es = pmc_codec_dtype_size(dtype), n = rows * cols;
     /* The largest candidate is EXACT (raw rows); AUTO never keeps a bigger one,
@@ -282,8 +276,8 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
                 double x = f, q = round_near(x * inv);
                 /* fabs(x - dec) <= b is false for NaN and infinities. */
                 unsigned ok = (fabs(q) <= MAX_CODE) & (fabs(x - (double)(float)(q * step)) <= b);
-                int32_t code = (int32_t)(ok ? q : 0.0);
-                unsigned s = ok ? (((uint32_t)code << 1) ^ (uint32_t)(code >> 31)) + 1u : 0u;
+                double code = ok ? q : 0.0; /* converted to an integer only when it is a code */
+                unsigned s = ok ? zigzag_symbol(code) : 0u;
                 any_exc |= !ok;
                 max_sym = s > max_sym ? s : max_sym;
                 min_sym = s < min_sym ? s : min_sym;
@@ -354,7 +348,7 @@ int pmc_codec_compress(pmc_codec_ctx *ctx, const void *in, uint64_t rows, uint32
     uint64_t coded = 0, exc_bytes = 0;
     if (!exact) {
         exc_bytes = (uint64_t)pl.n_exc * es;
-        unsigned w = bits_for(pl.max_sym);
+        unsigned w = pmc_codec_bits_for(pl.max_sym);
         uint64_t packed = 1 + pmc_codec_packed_bytes(pl.n_sym, w);
         /* AUTO skips Huffman where its code lengths alone cannot beat the packed codes (small blocks),
          * unless every symbol is the same (a 2-byte block). */

@@ -87,6 +87,8 @@ static inline uint8_t *pmc_bw_finish(pmc_bitwriter *w) {
 /* Packs n values of `bits` bits (1-16) LSB first; returns the bytes written
  * (out must hold pmc_codec_packed_bytes(n, bits)). */
 uint64_t pmc_codec_packed_bytes(uint64_t n, unsigned bits);
+/* Bits that hold every value up to max_value (at least 1). */
+unsigned pmc_codec_bits_for(uint64_t max_value);
 void pmc_codec_pack(const uint16_t *values, uint64_t n, unsigned bits, uint8_t *out);
 void pmc_codec_pack32(const uint32_t *values, uint64_t n, unsigned bits, uint8_t *out);
 /* Unpacks; the input must hold pmc_codec_packed_bytes(n, bits) bytes. */

@@ -17,11 +17,8 @@
 
 enum { KIND_PACKED = 0, KIND_SPLIT = 1 };
 
-static unsigned width_for(uint32_t unique) {
-    unsigned w = 1;
-    while (w < 32 && ((uint64_t)(unique - 1) >> w)) w++;
-    return w;
-}
+/* Bits of an index of `unique` (>= 1) distinct rows. */
+static unsigned width_for(uint32_t unique) { return pmc_codec_bits_for(unique - 1u); }
 
 #define ESCAPE 255u
 #define SPLIT_HEAD(rows) (1 + ((rows) + 7) / 8 + 4)
