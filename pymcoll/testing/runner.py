@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 from mpi4py import MPI
 
@@ -93,18 +93,16 @@ def run_property(strategy: st.SearchStrategy, body: Callable[[Any], Optional[str
     passed on every rank, else the failure (identical on every rank). Never
     raises for a failing example. `explicit` examples run first, unshrunk.
     """
-    state: dict[str, Any] = {"last": None, "first": None}
-
-    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-              phases=[Phase.explicit, Phase.generate, Phase.shrink], report_multiple_bugs=False,
-              print_blob=False)
-    @given(case=strategy)
-    def prop(case: Any) -> None:
-        drawn = comm.allgather(repr(case))
-        if len(set(drawn)) != 1:
-            raise RanksDisagree(f"{label}: ranks drew different examples {drawn}; strategies may only "
+    def agree(drawn: Any) -> None:
+        seen = comm.allgather(repr(drawn))
+        if len(set(seen)) != 1:
+            raise RanksDisagree(f"{label}: ranks drew different examples {seen}; strategies may only "
                                 "depend on values every rank agrees on")
+
+    def verdict(case: Any, drawn: bool = True) -> Optional[list[Optional[str]]]:
+        """Run one example everywhere; the messages of every rank when any failed, else None."""
+        if drawn:
+            agree(case)
         # The deadline covers the verdict too: a rank whose peer hangs waits there.
         watchdog.arm(label, case)
         try:
@@ -113,14 +111,32 @@ def run_property(strategy: st.SearchStrategy, body: Callable[[Any], Optional[str
             msg = f"{type(exc).__name__}: {exc}"
         messages = comm.allgather(msg)
         watchdog.disarm()
-        if any(m is not None for m in messages):
+        return messages if any(m is not None for m in messages) else None
+
+    # Explicit examples are never shrunk: they run in a plain loop, which costs a
+    # fraction of hypothesis's per-example bookkeeping.
+    explicit = list(explicit)
+    if explicit:
+        agree(explicit)  # once for the list, not per example
+    for ex in explicit:
+        messages = verdict(ex, drawn=False)
+        if messages is not None:
+            return FoundFailure(ex, messages, ex, messages)
+
+    state: dict[str, Any] = {"last": None, "first": None}
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              phases=[Phase.generate, Phase.shrink], report_multiple_bugs=False, print_blob=False)
+    @given(case=strategy)
+    def prop(case: Any) -> None:
+        messages = verdict(case)
+        if messages is not None:
             state["last"] = (case, messages)
             if state["first"] is None:
                 state["first"] = (case, messages)
             raise AssertionError(f"{label} failed")
 
-    for ex in reversed(list(explicit)):
-        prop = example(case=ex)(prop)
     try:
         prop()
     except RanksDisagree:

@@ -25,7 +25,7 @@ import pymcoll.testing as pt
 from pymcoll.testing.case import COLLECTIVES
 
 from .common import CI, main
-from .prop_bcast_allgather import thresholds
+from .thresholds import thresholds
 
 FORMS = {
     "blocking": lambda c: c,

@@ -1,0 +1,35 @@
+"""The block sizes where a pymcoll collective changes its data path: the
+property programs test each one and its neighbours explicitly."""
+
+from __future__ import annotations
+
+import pymcoll
+from pymcoll import config
+
+
+def thresholds(layout: pymcoll.Layout) -> list[int]:
+    """Block sizes where the data path changes: chunk and cell boundaries,
+    computed for every node size present so that all ranks agree, and the
+    tuning table's switch points (inline, single copy, whole-vector
+    reductions)."""
+    edges = {layout.chunk_bytes, layout.data_bytes, 2 * layout.chunk_bytes}
+    for local in range(layout.min_local, layout.max_local + 1):
+        region = (layout.data_bytes // local) // 64 * 64
+        edges.add(min(region // 2 // 64 * 64, 1 << 20))
+    for name in ("PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_REDUCE_FLAT_MAX"):
+        edges.add(int(config.value(name)))
+    if layout.nnodes > 1:
+        # Across nodes: the lanes' switch from exchange to ring, by the
+        # node's payload (Allgather) or the vector (Allreduce), and where the
+        # exchange's slots stop fitting the node buffer.
+        small = int(config.value("PYMCOLL_LANES_SMALL_MAX"))
+        edges.update({small, small // layout.max_local, int(config.value("PYMCOLL_LANES_BCAST_TREE_MAX"))})
+        slots = layout.max_local + 2 + 2 * (layout.lanes + 1)
+        edges.add(layout.data_bytes // slots // 64 * 64)
+        edges.add(layout.data_bytes // layout.size)  # Scatter/Gather's tree: all blocks in the buffer
+        # Alltoall(v): the block from which node pairs go rank to rank, and
+        # where a node pair's gathered message outgrows one chunk.
+        edges.add(int(config.value("PYMCOLL_LANES_DIRECT_MIN")))
+        chunk = layout.data_bytes // (2 * layout.lanes + 2) // 64 * 64
+        edges.add(chunk // (layout.max_local * layout.max_local))
+    return sorted(e for e in edges if e > 0)
