@@ -10,13 +10,16 @@ from conftest import CI, run_mpi
 
 RANKS = [1, 2, 3, 4]
 NODE_SIZES = [None, 1, 2, 3]
+# Examples per property: in CI fewer (the explicit coverage cases and the drawn threshold
+# neighbours still run in every configuration).
+EXAMPLES = "12" if CI else "60"
 
 
 @pytest.mark.parametrize("node_size", NODE_SIZES, ids=lambda k: f"node{k or 'real'}")
 @pytest.mark.parametrize("n", RANKS, ids=lambda n: f"np{n}")
 def test_properties_default_segment(n: int, node_size: int | None) -> None:
     env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60"}
-    proc = run_mpi(n, "prop_bcast_allgather", env=env, timeout=300)
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "15" if CI else "80", env=env, timeout=300)
     assert "OK" in proc.stdout
 
 
@@ -24,7 +27,7 @@ def test_properties_default_segment(n: int, node_size: int | None) -> None:
 def test_properties_cyclic_nodes(n: int, node_size: int) -> None:
     # Nodes that do not hold consecutive ranks: the leaders reorder blocks.
     env = {"PYMCOLL_NODE_SIZE": str(node_size), "PYMCOLL_NODE_LAYOUT": "cyclic", "PYMCOLL_TIMEOUT": "60"}
-    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "20" if CI else "60", env=env, timeout=300)
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", EXAMPLES, env=env, timeout=300)
     assert "OK" in proc.stdout
 
 
@@ -33,5 +36,5 @@ def test_properties_cyclic_nodes(n: int, node_size: int) -> None:
 def test_properties_small_segment(n: int, node_size: int | None) -> None:
     env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60",
            "PYMCOLL_SHM_SIZE": "64K", "PYMCOLL_CHUNK_SIZE": "4K"}
-    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "20" if CI else "60", env=env, timeout=300)
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", EXAMPLES, env=env, timeout=300)
     assert "OK" in proc.stdout
