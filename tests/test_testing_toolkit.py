@@ -131,3 +131,26 @@ def test_pymcoll_under_virtual_node_layouts() -> None:
     proc = run_mpi(4, "toolkit_check", "pymcoll", "--examples", "10", "--collectives", "Barrier,Bcast,Allgather",
                    "--layouts", "world,nodes-of-2,nodes-of-3,halves", timeout=300)
     assert "all passed" in proc.stdout and "Allgather[nodes-of-3]" in proc.stdout, proc.stdout
+
+
+def test_explicit_examples_run_first_and_a_failing_one_is_reported_as_it_is() -> None:
+    from hypothesis import strategies as st
+    from mpi4py import MPI
+
+    from pymcoll.testing.runner import Watchdog, run_property
+
+    seen: list[int] = []
+
+    def body(x: int) -> str | None:
+        seen.append(x)
+        return "bad" if x == 7 else None
+
+    watchdog = Watchdog(0, 0)  # no deadline: no thread
+    found = run_property(st.integers(0, 3), body, MPI.COMM_SELF, label="t", max_examples=5, watchdog=watchdog,
+                         explicit=[5, 7, 9])
+    assert found is not None and found.case == 7 and found.first_case == 7 and found.messages == ["bad"]
+    assert seen == [5, 7]  # stops at the failing one, before any drawn example
+    seen.clear()
+    assert run_property(st.integers(0, 3), body, MPI.COMM_SELF, label="t", max_examples=5, watchdog=watchdog,
+                        explicit=[5, 9]) is None
+    assert seen[:2] == [5, 9] and len(seen) > 2 and all(0 <= x <= 3 for x in seen[2:])

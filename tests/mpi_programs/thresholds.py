@@ -1,5 +1,5 @@
 """The block sizes where a pymcoll collective changes its data path: the
-property programs test each one and its neighbours explicitly."""
+property programs' size strategies always offer each one and its neighbours."""
 
 from __future__ import annotations
 
