@@ -63,15 +63,11 @@ def block_bounds(x: np.ndarray, bound: float) -> dict[str, float]:
     """Bytes of the row map and of the codes (order 0, by row) of block `x` at relative `bound`."""
     finite = x[np.isfinite(x)]
     abs_bound = bound * (float(finite.max()) - float(finite.min())) if finite.size else 0.0
-    distinct, inverse = np.unique(x, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    seen = np.zeros(len(distinct), dtype=bool)
-    repeats = []
-    for u in inverse:
-        if seen[u]:
-            repeats.append(u)
-        seen[u] = True
-    rowmap = len(x) + (entropy_bits(np.bincount(np.asarray(repeats, dtype=np.int64))) if repeats else 0.0)
+    distinct, first, inverse = np.unique(x, axis=0, return_index=True, return_inverse=True)
+    repeated = np.ones(len(x), dtype=bool)
+    repeated[first] = False  # a row's first occurrence is a bit of the map, its repeats are indices
+    repeats = inverse.ravel()[repeated]
+    rowmap = len(x) + (entropy_bits(np.bincount(repeats)) if repeats.size else 0.0)
     if abs_bound <= 0:
         return {"rowmap": rowmap / 8, "order0": 0.0, "by_row": 0.0}
     q = np.rint(np.nan_to_num(distinct.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0) / (2 * abs_bound))

@@ -10,8 +10,9 @@ from conftest import CI, run_mpi
 
 RANKS = [1, 2, 3, 4]
 NODE_SIZES = [None, 1, 2, 3]
-# Examples per property: in CI fewer (the explicit coverage cases and the drawn threshold
-# neighbours still run in every configuration).
+# Drawn examples per property, fewer in CI: the coverage cases still run in every configuration
+# and the threshold neighbours stay among the sizes drawn.
+EXAMPLES_DEFAULT_SEGMENT = "15" if CI else "80"
 EXAMPLES = "12" if CI else "60"
 
 
@@ -19,7 +20,7 @@ EXAMPLES = "12" if CI else "60"
 @pytest.mark.parametrize("n", RANKS, ids=lambda n: f"np{n}")
 def test_properties_default_segment(n: int, node_size: int | None) -> None:
     env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60"}
-    proc = run_mpi(n, "prop_bcast_allgather", "--examples", "15" if CI else "80", env=env, timeout=300)
+    proc = run_mpi(n, "prop_bcast_allgather", "--examples", EXAMPLES_DEFAULT_SEGMENT, env=env, timeout=300)
     assert "OK" in proc.stdout
 
 
