@@ -10,15 +10,26 @@ from conftest import CI, run_mpi
 
 RANKS = [1, 2, 3, 4]
 NODE_SIZES = [None, 1, 2, 3]
+
+
+def layouts(ranks: list[int], node_sizes: list[int | None]) -> list[tuple[int, int | None]]:
+    """(ranks, virtual node size) pairs; a node size of the rank count or more makes one node of every
+    rank, the layout of the real node (None), so it is left out."""
+    return [(n, k) for n in ranks for k in node_sizes if k is None or k < n]
+
+
+def _id(cfg: tuple[int, int | None]) -> str:
+    return f"np{cfg[0]}-node{cfg[1] or 'real'}"
+
 # Drawn examples per property, fewer in CI: the coverage cases still run in every configuration
 # and the threshold neighbours stay among the sizes drawn.
 EXAMPLES_DEFAULT_SEGMENT = "15" if CI else "80"
 EXAMPLES = "12" if CI else "60"
 
 
-@pytest.mark.parametrize("node_size", NODE_SIZES, ids=lambda k: f"node{k or 'real'}")
-@pytest.mark.parametrize("n", RANKS, ids=lambda n: f"np{n}")
-def test_properties_default_segment(n: int, node_size: int | None) -> None:
+@pytest.mark.parametrize("cfg", layouts(RANKS, NODE_SIZES), ids=_id)
+def test_properties_default_segment(cfg: tuple[int, int | None]) -> None:
+    n, node_size = cfg
     env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60"}
     proc = run_mpi(n, "prop_bcast_allgather", "--examples", EXAMPLES_DEFAULT_SEGMENT, env=env, timeout=300)
     assert "OK" in proc.stdout
@@ -32,9 +43,9 @@ def test_properties_cyclic_nodes(n: int, node_size: int) -> None:
     assert "OK" in proc.stdout
 
 
-@pytest.mark.parametrize("node_size", [None, 2, 3], ids=lambda k: f"node{k or 'real'}")
-@pytest.mark.parametrize("n", [2, 3, 4], ids=lambda n: f"np{n}")
-def test_properties_small_segment(n: int, node_size: int | None) -> None:
+@pytest.mark.parametrize("cfg", layouts([2, 3, 4], [None, 2, 3]), ids=_id)
+def test_properties_small_segment(cfg: tuple[int, int | None]) -> None:
+    n, node_size = cfg
     env = {"PYMCOLL_NODE_SIZE": str(node_size) if node_size else None, "PYMCOLL_TIMEOUT": "60",
            "PYMCOLL_SHM_SIZE": "64K", "PYMCOLL_CHUNK_SIZE": "4K"}
     proc = run_mpi(n, "prop_bcast_allgather", "--examples", EXAMPLES, env=env, timeout=300)
