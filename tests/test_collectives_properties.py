@@ -11,10 +11,12 @@ import pytest
 
 from conftest import CI, run_mpi
 
-EXAMPLES = "6" if CI else "25"
-# Past 4 ranks on the 2-core CI machine each example is oversubscribed several times over: CI runs
-# fewer there (every configuration, its coverage cases, switch points and forms still run).
-EXAMPLES_MANY_RANKS = "3" if CI else EXAMPLES
+# Drawn examples per collective, form and layout. CI draws few: every configuration still runs
+# every collective's coverage cases (a small case per dtype, the ops in turn) in every form and layout,
+# and the drawn sizes still lean on the switch points.
+EXAMPLES = "4" if CI else "25"
+# Past 4 ranks on the 2-core CI machine each example is oversubscribed several times over.
+EXAMPLES_MANY_RANKS = "2" if CI else EXAMPLES
 
 CONFIGS = [
     (1, {}),
