@@ -1,10 +1,12 @@
 """The sharded DLRM against a single-process torch DLRM (nn.EmbeddingBag +
 the same MLPs) over training steps: same logits, losses and updated weights.
 
-Usage: python -m mpi_programs.dlrm_equivalence KINDS POOLING OPTIMIZER [--weights] [--ragged] [--codec]
-       [--link-gbps G] [--steps N]
-  KINDS: table, row, column or mix (one of each, and auto, over the tables).
+Usage: python -m mpi_programs.dlrm_equivalence CASE [CASE ...] [--codec] [--link-gbps G] [--steps N]
+  CASE: KINDS:POOLING:OPTIMIZER[:FLAG,FLAG], run one after another in one launch;
+  KINDS: table, row, column or mix (one of each, and auto, over the tables);
+  FLAGS: weights (per-sample weights), ragged (batch sizes differ by rank, one rank has none).
   --codec: both directions through the identity codec (sizes, then bytes).
+Prints "equivalent over N steps at R ranks (KINDS, POOLING, OPTIMIZER, ...)" per case.
 """
 
 from __future__ import annotations
@@ -95,26 +97,41 @@ def rowwise_adagrad(weight: torch.Tensor, grad: torch.Tensor, state: torch.Tenso
             weight[:, c0:c1] -= torch.where(touched.unsqueeze(1), g * scale.unsqueeze(1), torch.zeros(()))
 
 
+def parse_case(text: str) -> tuple[str, str, str, bool, bool]:
+    """KINDS:POOLING:OPTIMIZER[:FLAG,FLAG] -> (kinds, pooling, optimizer, weights, ragged)."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise SystemExit(f"case {text!r}: expected KINDS:POOLING:OPTIMIZER[:FLAG,FLAG]")
+    flags = set(parts[3].split(",")) if len(parts) == 4 and parts[3] else set()
+    unknown = flags - {"weights", "ragged"}
+    if unknown:
+        raise SystemExit(f"case {text!r}: unknown flags {sorted(unknown)} (weights, ragged)")
+    return parts[0], parts[1], parts[2], "weights" in flags, "ragged" in flags
+
+
 def body() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("kinds")
-    p.add_argument("pooling")
-    p.add_argument("optimizer")
-    p.add_argument("--weights", action="store_true")
-    p.add_argument("--ragged", action="store_true")
+    p.add_argument("cases", nargs="+")
     p.add_argument("--codec", action="store_true")
     p.add_argument("--link-gbps", type=float, default=None)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
+    for text in a.cases:
+        run_case(*parse_case(text), codec=a.codec, link_gbps=a.link_gbps, steps=a.steps)
+
+
+def run_case(kinds_name: str, pooling: str, optimizer: str, with_weights: bool, ragged: bool, *, codec: bool,
+             link_gbps: float | None, steps: int) -> None:
+    """Train the sharded and the single-process model side by side; assert they agree at every step."""
     world = MPI.COMM_WORLD
     verdict = world.Dup()
     rank, size = world.rank, world.size
-    kinds = MIX if a.kinds == "mix" else a.kinds
-    emb = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, pooling=a.pooling, optimizer=a.optimizer,
-                                        lr=LR_EMB, seed=SEED, codec=Codec() if a.codec else None,
-                                        link_gbps=a.link_gbps)
+    kinds = MIX if kinds_name == "mix" else kinds_name
+    emb = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, pooling=pooling, optimizer=optimizer,
+                                        lr=LR_EMB, seed=SEED, codec=Codec() if codec else None,
+                                        link_gbps=link_gbps)
     model = DLRM(emb, bottom=(16,), top=(32, 16), seed=7)
-    ref = DLRM(ReferenceBags(a.pooling), bottom=(16,), top=(32, 16), seed=7)
+    ref = DLRM(ReferenceBags(pooling), bottom=(16,), top=(32, 16), seed=7)
     sync = DenseGradientAllreduce(model.dense_parameters(), emb.transport)
     dense_opt = torch.optim.SGD(model.dense_parameters(), lr=LR_DENSE)
     ref_opt = torch.optim.SGD(ref.dense_parameters(), lr=LR_DENSE)
@@ -123,10 +140,10 @@ def body() -> None:
               for tp in emb.plan.tables]
     states = [torch.zeros(len(b), rows) for b, rows in zip(blocks, TABLES, strict=True)]
     bce = torch.nn.BCEWithLogitsLoss(reduction="sum")
-    sizes = batch_sizes(size, a.ragged)
+    sizes = batch_sizes(size, ragged)
     worst = 0.0
-    for step in range(a.steps):
-        dense, lengths, ids, labels, weights = global_batch(step, sizes, a.weights)
+    for step in range(steps):
+        dense, lengths, ids, labels, weights = global_batch(step, sizes, with_weights)
         ld, ll, li, lab, lw = local_slice(rank, sizes, dense, lengths, ids, labels, weights)
         logits = model(ld, (ll, li), lw)
         assert emb.last_batch_sizes == sizes, (emb.last_batch_sizes, sizes)
@@ -145,7 +162,7 @@ def body() -> None:
         ref_loss.backward()
         ref_opt.step()
         ref_opt.zero_grad()
-        if a.optimizer == "sgd":
+        if optimizer == "sgd":
             emb_opt.step()
         else:
             for bag, b, st in zip(ref.embeddings.bags, blocks, states, strict=True):
@@ -163,13 +180,14 @@ def body() -> None:
         torch.testing.assert_close(full, ref.embeddings.bags[t].weight.detach(), rtol=2e-4, atol=2e-5)
         assert not torch.equal(full, torch.from_numpy(initial_rows(SEED, t, TABLES[t], DIM, 0, TABLES[t], 0, DIM))), \
             f"table {t} never changed"
-    if a.codec:
-        assert emb.exchange.timer.calls.get("pooled_sizes") == a.steps, emb.exchange.timer.calls
-        assert emb.exchange.timer.calls.get("pooled_grad_sizes") == a.steps, emb.exchange.timer.calls
+    if codec:
+        assert emb.exchange.timer.calls.get("pooled_sizes") == steps, emb.exchange.timer.calls
+        assert emb.exchange.timer.calls.get("pooled_grad_sizes") == steps, emb.exchange.timer.calls
     assert agree(True, verdict)
+    verdict.Free()
     if rank == 0:
-        print(f"equivalent over {a.steps} steps at {size} ranks ({a.kinds}, {a.pooling}, {a.optimizer}, "
-              f"weights={a.weights}, ragged={a.ragged}); max |logit diff| {worst:.2e}", flush=True)
+        print(f"equivalent over {steps} steps at {size} ranks ({kinds_name}, {pooling}, {optimizer}, "
+              f"weights={with_weights}, ragged={ragged}); max |logit diff| {worst:.2e}", flush=True)
         print(emb.plan.describe(), flush=True)
 
 
