@@ -24,6 +24,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from mpi4py import MPI
 from torch import nn
 
 import pymcoll.torch  # noqa: F401 - registers "pymcoll"; RANK, WORLD_SIZE, MASTER_* from MPI
@@ -81,7 +82,11 @@ def main() -> None:
     if rank == 0:
         print(f"done: backend {args.backend}, {world} ranks, {args.steps} steps in "
               f"{time.perf_counter() - t0:.2f} s", flush=True)
+    # Tear down together: with gloo, a rank leaving while a peer's process group (or rank 0's
+    # rendezvous store) is still shutting down can abort that peer at exit.
+    dist.barrier()
     dist.destroy_process_group()
+    MPI.COMM_WORLD.Barrier()
 
 
 if __name__ == "__main__":
