@@ -10,6 +10,10 @@ from conftest import CI, run_mpi
 
 RANKS = [1, 2, 3, 4]
 NODE_SIZES = [None, 1, 2, 3]
+# Drawn examples per property, fewer in CI: the coverage cases still run in every configuration
+# and the threshold neighbours stay among the sizes drawn.
+EXAMPLES_DEFAULT_SEGMENT = "15" if CI else "80"
+EXAMPLES = "12" if CI else "60"
 
 
 def layouts(ranks: list[int], node_sizes: list[int | None]) -> list[tuple[int, int | None]]:
@@ -20,11 +24,6 @@ def layouts(ranks: list[int], node_sizes: list[int | None]) -> list[tuple[int, i
 
 def _id(cfg: tuple[int, int | None]) -> str:
     return f"np{cfg[0]}-node{cfg[1] or 'real'}"
-
-# Drawn examples per property, fewer in CI: the coverage cases still run in every configuration
-# and the threshold neighbours stay among the sizes drawn.
-EXAMPLES_DEFAULT_SEGMENT = "15" if CI else "80"
-EXAMPLES = "12" if CI else "60"
 
 
 @pytest.mark.parametrize("cfg", layouts(RANKS, NODE_SIZES), ids=_id)
