@@ -5,7 +5,10 @@
  * read out of bounds: run under AddressSanitizer and valgrind); the row map
  * of repeated rows in both its forms, the Huffman stage's row classes, and
  * payload changes and truncations behind recomputed
- * CRCs (decoded or rejected, never out of bounds); bad
+ * CRCs (decoded or rejected, never out of bounds); the Huffman coder on its
+ * own (written in pieces or at once, every length modulo its four-symbol
+ * steps, codes outside an incomplete code rejected); the value range with
+ * non-finite values in every lane; bad
  * arguments; the 16-bit conversions at known values.
  *
  * PMC_TEST_QUICK=1: fewer cases (valgrind). */
@@ -322,6 +325,102 @@ static void check_conversions(void) {
     CHECK(pmc_codec_crc32_bits(0, "123456789", 9) == 0xCBF43926u, "crc32 bitwise");
 }
 
+/* The Huffman coder alone: n symbols of a skewed alphabet (stride 1 or 2) coded at once and in
+ * pieces give the same block, which decodes to the symbols for every n modulo the decoder's
+ * four-symbol steps; a stream holding a code an incomplete code leaves unused is rejected,
+ * wherever it sits (a four-symbol step or the tail). */
+static void check_huffman(void) {
+    enum { N = 203 };
+    uint8_t in[2 * N], dec[2 * N];
+    uint8_t *a = malloc(pmc_codec_huffman_max_bytes(N)), *b = malloc(pmc_codec_huffman_max_bytes(N));
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    for (uint64_t n = 0; n <= N; n += (n < 24 ? 1 : 17)) {
+        for (size_t stride = 1; stride <= 2; stride++) {
+            uint64_t freq[256] = {0};
+            for (uint64_t i = 0; i < n; i++) {
+                uint64_t r = next_u64();
+                in[i * stride] = (uint8_t)((r & 3) ? (r >> 8) % 3 : (r >> 8) % 40); /* a few common, some rare */
+                freq[in[i * stride]]++;
+            }
+            uint64_t la = pmc_codec_huffman_encode(in, n, stride, a);
+            pmc_huffman_encoder e;
+            pmc_codec_huffman_begin(&e, freq, b);
+            for (uint64_t i = 0; i < n;) { /* pieces of 1 to 7 symbols */
+                uint64_t k = 1 + next_u64() % 7;
+                k = k < n - i ? k : n - i;
+                pmc_codec_huffman_put(&e, in + i * stride, k, stride);
+                i += k;
+            }
+            uint64_t lb = pmc_codec_huffman_end(&e);
+            CHECK(la == lb && memcmp(a, b, la) == 0, "n=%llu stride %zu: pieces give another block",
+                  (unsigned long long)n, stride);
+            uint64_t used = 0;
+            memset(dec, 0xEE, sizeof dec);
+            int rc = pmc_codec_huffman_decode(a, la, n, dec, stride, &used, msg, sizeof msg);
+            CHECK_RC(rc, PMC_CODEC_OK, msg);
+            CHECK(used == la, "n=%llu: decoder used %llu of %llu bytes", (unsigned long long)n,
+                  (unsigned long long)used, (unsigned long long)la);
+            for (uint64_t i = 0; i < n; i++)
+                if (dec[i * stride] != in[i * stride]) {
+                    CHECK(0, "n=%llu stride %zu: symbol %llu decoded as %u, was %u", (unsigned long long)n, stride,
+                          (unsigned long long)i, dec[i * stride], in[i * stride]);
+                    break;
+                }
+        }
+    }
+    /* Symbols 0 and 1 with lengths 1 and 2: code 0 is "0", code 1 "01" (bit-reversed: read "1" then
+     * "0"); "11" is no code. Streams of valid codes with "11" at symbol position `bad`. */
+    for (unsigned count = 1; count <= 200; count += (count < 40 ? 3 : 31))
+        for (unsigned bad = 0; bad < count; bad += (count < 40 ? 5 : 13)) {
+            uint8_t blk[7 + 64] = {0, 2, 0x21, 0, 0, 0, 0};
+            uint64_t nbits = 0;
+            for (unsigned i = 0; i < count; i++) {
+                unsigned code = i == bad ? 3u : (i & 1) ? 1u : 0u, len = (i == bad || (i & 1)) ? 2u : 1u;
+                for (unsigned k = 0; k < len; k++, nbits++)
+                    blk[7 + nbits / 8] |= (uint8_t)(((code >> k) & 1u) << (nbits % 8));
+            }
+            uint32_t bytes = (uint32_t)((nbits + 7) / 8);
+            memcpy(blk + 3, &bytes, 4);
+            uint64_t used = 0;
+            int rc = pmc_codec_huffman_decode(blk, 7 + bytes, count, dec, 1, &used, msg, sizeof msg);
+            CHECK(rc == PMC_CODEC_ECORRUPT && strstr(msg, "invalid Huffman code") != NULL,
+                  "no code at symbol %u of %u: status %d, %s", bad, count, rc, msg);
+        }
+    free(a);
+    free(b);
+}
+
+/* The value range ignores NaN and infinities wherever they sit in a row (the vector lanes of
+ * the range kernel), and a tensor of no finite value codes every element as an exception. */
+static void check_range_lanes(pmc_codec_ctx *ctx) {
+    const uint32_t rows = 3, cols = 37;
+    float x[3 * 37], dec[3 * 37];
+    uint64_t cap = pmc_codec_max_bytes(rows, cols, PMC_CODEC_F32), len = 0;
+    uint8_t *buf = malloc(cap);
+    char msg[PMC_CODEC_MESSAGE_BYTES] = "";
+    const float odd[3] = {NAN, INFINITY, -INFINITY};
+    for (uint32_t lane = 0; lane < cols; lane++) {
+        for (uint32_t i = 0; i < rows * cols; i++) x[i] = (float)(i % 7) * 0.25f - 0.5f; /* range 1.5 */
+        for (uint32_t r = 0; r < rows; r++) x[r * cols + lane] = odd[(lane + r) % 3];
+        int rc = pmc_codec_compress(ctx, x, rows, cols, PMC_CODEC_F32, 0.1, 1, PMC_CODEC_STAGE_AUTO, buf, cap, &len,
+                                    msg, sizeof msg);
+        CHECK_RC(rc, PMC_CODEC_OK, msg);
+        pmc_codec_header h;
+        CHECK_RC(pmc_codec_read_header(buf, len, &h, msg, sizeof msg), PMC_CODEC_OK, msg);
+        CHECK(fabs(h.bound - 0.15) < 1e-12, "lane %u: bound %g, expected 0.1 x the finite range 1.5", lane, h.bound);
+        CHECK(h.exceptions == rows, "lane %u: %u exceptions for %u non-finite values", lane, h.exceptions, rows);
+        CHECK_RC(pmc_codec_decompress(ctx, buf, len, dec, sizeof dec, msg, sizeof msg), PMC_CODEC_OK, msg);
+        CHECK(memcmp(dec + lane, x + lane, 4) == 0, "lane %u: a non-finite value not kept exactly", lane);
+    }
+    for (uint32_t i = 0; i < rows * cols; i++) x[i] = odd[i % 3];
+    int rc = pmc_codec_compress(ctx, x, rows, cols, PMC_CODEC_F32, 0.1, 1, PMC_CODEC_STAGE_AUTO, buf, cap, &len, msg,
+                                sizeof msg);
+    CHECK_RC(rc, PMC_CODEC_OK, msg);
+    CHECK_RC(pmc_codec_decompress(ctx, buf, len, dec, sizeof dec, msg, sizeof msg), PMC_CODEC_OK, msg);
+    CHECK(memcmp(dec, x, sizeof x) == 0, "no finite value: the tensor not kept exactly");
+    free(buf);
+}
+
 int main(void) {
     const char *q = getenv("PMC_TEST_QUICK");
     g_quick = q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
@@ -332,6 +431,8 @@ int main(void) {
     check_bad_arguments(ctx);
     check_rowmap(ctx);
     check_classes(ctx);
+    check_huffman();
+    check_range_lanes(ctx);
     const double bounds[] = {1e-9, 1e-4, 0.01, 0.05, 0.5};
     const int stages[] = {PMC_CODEC_STAGE_AUTO, PMC_CODEC_STAGE_EXACT, PMC_CODEC_STAGE_PACKED, PMC_CODEC_STAGE_HUFFMAN};
     const uint32_t shapes[][2] = {{1, 1}, {3, 5}, {64, 16}, {257, 3}, {0, 4}};

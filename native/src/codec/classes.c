@@ -48,9 +48,7 @@ int pmc_codec_classes_encode(pmc_codec_ctx *ctx, uint32_t unique, uint32_t cols,
         *written = at;
         return PMC_CODEC_OK;
     }
-    if (pmc_codec_grow((void **)&ctx->remap, &ctx->remap_cap, (size_t)unique * 4 + 4) ||
-        pmc_codec_grow((void **)&ctx->work2, &ctx->work2_cap, n_sym + 8))
-        return PMC_CODEC_ENOMEM;
+    if (pmc_codec_grow((void **)&ctx->remap, &ctx->remap_cap, (size_t)unique * 4 + 4)) return PMC_CODEC_ENOMEM;
     /* Each row's largest symbol, and how many rows have each. */
     uint8_t *top = (uint8_t *)ctx->remap;
     uint32_t rows_with[256] = {0};
@@ -134,15 +132,17 @@ int pmc_codec_classes_encode(pmc_codec_ctx *ctx, uint32_t unique, uint32_t cols,
         }
         at += map_bytes;
     }
-    uint8_t *gather = ctx->work2;
-    for (unsigned c = 0; c < k; c++) {
-        uint64_t n = 0;
-        for (uint32_t u = 0; u < unique; u++) {
-            if (cls[u] != c) continue;
-            const uint16_t *row = sym + (size_t)u * cols;
-            for (uint32_t j = 0; j < cols; j++) gather[n++] = (uint8_t)row[j];
-        }
-        at += pmc_codec_huffman_encode(gather, n, 1, out + at);
+    /* Each class's block straight from its rows' symbols (the low bytes, stride 2), with the
+     * histograms counted above. */
+    pmc_huffman_encoder enc;
+    for (unsigned c = 0, g = 0; c < k; c++) {
+        uint64_t merged[256] = {0};
+        for (; g < nb && bounds[g] <= cut[k][c]; g++)
+            for (unsigned s = 0; s < 256; s++) merged[s] += hist[g][s];
+        pmc_codec_huffman_begin(&enc, merged, out + at);
+        for (uint32_t u = 0; u < unique; u++)
+            if (cls[u] == c) pmc_codec_huffman_put(&enc, bytes + (size_t)u * cols * 2, cols, 2);
+        at += pmc_codec_huffman_end(&enc);
     }
     *written = at;
     return PMC_CODEC_OK;

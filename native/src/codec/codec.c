@@ -214,25 +214,55 @@ typedef struct {
     uint16_t min_sym;
 } plan;
 
+/* The x86-64 baseline (SSE2) lacks the vector operations these row kernels need (unsigned
+ * min/max, packed conversions of doubles); where the compiler can, it also builds an AVX2 copy
+ * of them, chosen at load time by the CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__) /* ifunc */
+#define ROW_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_KERNEL
+#endif
+
+/* Smallest and largest finite value of a float32 row, folded into *lo, *hi (as ordered keys:
+ * the bits of a float with the magnitude bits flipped when negative compare as signed
+ * integers in the floats' order). Integer selects, so that the compiler vectorizes it. */
+ROW_KERNEL static void range_f32(const uint8_t *row, uint32_t cols, int32_t *lo, int32_t *hi) {
+    int32_t klo = *lo, khi = *hi;
+    for (uint32_t c = 0; c < cols; c++) {
+        int32_t v;
+        memcpy(&v, row + 4 * (size_t)c, 4);
+        int32_t finite = -(int32_t)((v & 0x7F800000) != 0x7F800000); /* all ones or zero */
+        int32_t key = v ^ ((v >> 31) & 0x7FFFFFFF);
+        int32_t vlo = (key & finite) | (INT32_MAX & ~finite), vhi = (key & finite) | (INT32_MIN & ~finite);
+        klo = vlo < klo ? vlo : klo;
+        khi = vhi > khi ? vhi : khi;
+    }
+    *lo = klo;
+    *hi = khi;
+}
+
+static float key_float(int32_t key) {
+    int32_t v = key ^ ((key >> 31) & 0x7FFFFFFF);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
 /* Value range of the finite values of the distinct rows; 0 when there are none. */
 static double value_range(const pmc_codec_ctx *ctx, const plan *pl) {
     double lo = INFINITY, hi = -INFINITY;
     size_t row_bytes = pl->es * pl->cols;
-    for (uint32_t u = 0; u < pl->unique; u++) {
-        const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
-        if (pl->dtype == PMC_CODEC_F32) {
-            float flo = INFINITY, fhi = -INFINITY;
-            for (uint32_t c = 0; c < pl->cols; c++) {
-                float v;
-                memcpy(&v, row + 4 * c, 4);
-                if (v - v == 0.0f) { /* finite */
-                    flo = v < flo ? v : flo;
-                    fhi = v > fhi ? v : fhi;
-                }
-            }
-            if (flo < lo) lo = flo;
-            if (fhi > hi) hi = fhi;
-        } else {
+    if (pl->dtype == PMC_CODEC_F32) {
+        int32_t klo = INT32_MAX, khi = INT32_MIN;
+        for (uint32_t u = 0; u < pl->unique; u++)
+            range_f32(pl->in + (uint64_t)ctx->first[u] * row_bytes, pl->cols, &klo, &khi);
+        if (klo <= khi) { /* some value is finite */
+            lo = key_float(klo);
+            hi = key_float(khi);
+        }
+    } else {
+        for (uint32_t u = 0; u < pl->unique; u++) {
+            const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
             for (uint32_t c = 0; c < pl->cols; c++) {
                 double v = pmc_codec_load(row, c, pl->dtype);
                 if (isfinite(v)) {
@@ -254,6 +284,30 @@ static inline unsigned zigzag_symbol(double q) {
     return (unsigned)(((uint64_t)code << 1) ^ (uint64_t)(code >> 63)) + 1u;
 }
 
+/* Symbols of one float32 row (0 where the element is an exception); returns whether any is one.
+ * Written without branches and with 32-bit integers, so that the compiler vectorizes it: a code
+ * is converted to an integer only where it is within MAX_CODE (the select keeps 0 elsewhere). */
+ROW_KERNEL static unsigned quantize_row_f32(const uint8_t *restrict row, uint32_t cols, double inv, double step,
+                                            double b, uint16_t *restrict sym, unsigned *max_sym, unsigned *min_sym) {
+    unsigned any_exc = 0, hi = *max_sym, lo = *min_sym;
+    for (uint32_t c = 0; c < cols; c++) {
+        float f;
+        memcpy(&f, row + 4 * (size_t)c, 4);
+        double x = f, q = round_near(x * inv);
+        /* fabs(x - dec) <= b is false for NaN and infinities. */
+        int ok = (fabs(q) <= MAX_CODE) & (fabs(x - (double)(float)(q * step)) <= b);
+        int32_t code = (int32_t)(ok ? q : 0.0);
+        uint32_t s = ((((uint32_t)code << 1) ^ (uint32_t)(code >> 31)) + 1u) & (0u - (uint32_t)ok);
+        any_exc |= (unsigned)!ok;
+        hi = s > hi ? s : hi;
+        lo = s < lo ? s : lo;
+        sym[c] = (uint16_t)s;
+    }
+    *max_sym = hi;
+    *min_sym = lo;
+    return any_exc;
+}
+
 /* Symbols and exceptions of the distinct rows. */
 static int quantize(pmc_codec_ctx *ctx, plan *pl) {
     if (pmc_codec_grow((void **)&ctx->symbols, &ctx->symbols_cap, pl->n_sym * 2 + 16) ||
@@ -269,21 +323,7 @@ static int quantize(pmc_codec_ctx *ctx, plan *pl) {
         const uint8_t *row = pl->in + (uint64_t)ctx->first[u] * row_bytes;
         if (pl->dtype == PMC_CODEC_F32) {
             /* Branch-free over the row, then the rare exceptions. */
-            unsigned any_exc = 0;
-            for (uint32_t c = 0; c < pl->cols; c++) {
-                float f;
-                memcpy(&f, row + 4 * c, 4);
-                double x = f, q = round_near(x * inv);
-                /* fabs(x - dec) <= b is false for NaN and infinities. */
-                unsigned ok = (fabs(q) <= MAX_CODE) & (fabs(x - (double)(float)(q * step)) <= b);
-                double code = ok ? q : 0.0; /* converted to an integer only when it is a code */
-                unsigned s = ok ? zigzag_symbol(code) : 0u;
-                any_exc |= !ok;
-                max_sym = s > max_sym ? s : max_sym;
-                min_sym = s < min_sym ? s : min_sym;
-                sym[c] = (uint16_t)s;
-            }
-            if (any_exc)
+            if (quantize_row_f32(row, pl->cols, inv, step, b, sym, &max_sym, &min_sym))
                 for (uint32_t c = 0; c < pl->cols; c++)
                     if (!sym[c]) memcpy(exc + (size_t)n_exc++ * 4, row + 4 * c, 4);
             sym += pl->cols;

@@ -103,6 +103,20 @@ uint64_t pmc_codec_huffman_max_bytes(uint64_t n);
 /* The fewest bytes a block of n symbols below span takes when they are not all the same. */
 uint64_t pmc_codec_huffman_min_bytes(uint64_t n, unsigned span);
 uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out);
+/* The same in parts, for symbols that are not in one run (a class's rows) and frequencies
+ * already counted: begin writes the block's head for symbols of these frequencies, put
+ * appends n symbols (the ones counted, in any number of calls), end finishes the stream
+ * and returns the block's size. */
+typedef struct {
+    uint16_t code[256];
+    uint8_t len[256];
+    pmc_bitwriter w;
+    uint8_t *out;
+    int single; /* one distinct symbol: mode 1, no stream */
+} pmc_huffman_encoder;
+uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out);
+void pmc_codec_huffman_put(pmc_huffman_encoder *e, const uint8_t *in, uint64_t n, size_t stride);
+uint64_t pmc_codec_huffman_end(pmc_huffman_encoder *e);
 /* The bytes of the block pmc_codec_huffman_encode would write for symbols of these frequencies. */
 uint64_t pmc_codec_huffman_cost(const uint64_t freq[256]);
 /* The size of the Huffman block of n symbols at in[0..avail), checked against avail. */

@@ -115,39 +115,95 @@ uint64_t pmc_codec_huffman_cost(const uint64_t freq[256]) {
     return head_bytes((unsigned)top + 1) + (bits + 7) / 8;
 }
 
-uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out) {
-    uint64_t freq[256] = {0};
-    for (uint64_t i = 0; i < n; i++) freq[in[i * stride]]++;
+uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out) {
     int distinct = 0, only = 0;
     for (int s = 0; s < 256; s++)
         if (freq[s]) {
             distinct++;
             only = s;
         }
-    if (distinct <= 1) {
+    e->out = out;
+    if (distinct <= 1) { /* mode 1: the symbol, no stream */
         out[0] = 1;
         out[1] = (uint8_t)only;
-        return 2;
+        e->single = 1;
+        e->w = (pmc_bitwriter){.p = out + 2};
+        return out;
     }
-    uint8_t len[256];
-    uint16_t code[256] = {0};
-    build_lengths(freq, len);
-    canonical_codes(len, code);
+    e->single = 0;
+    memset(e->code, 0, sizeof e->code);
+    build_lengths(freq, e->len);
+    canonical_codes(e->len, e->code);
     unsigned span = (unsigned)only + 1; /* the highest symbol present, plus one */
     out[0] = 0;
     out[1] = (uint8_t)span; /* 256 wraps to 0 */
     for (unsigned k = 0; k < (span + 1) / 2; k++)
-        out[2 + k] = (uint8_t)(len[2 * k] | ((2 * k + 1 < 256 ? len[2 * k + 1] : 0) << 4));
-    uint8_t *stream = out + head_bytes(span);
-    pmc_bitwriter w = {.p = stream};
-    for (uint64_t i = 0; i < n; i++) {
-        uint8_t s = in[i * stride];
-        pmc_bw_put(&w, code[s], len[s]);
+        out[2 + k] = (uint8_t)(e->len[2 * k] | ((2 * k + 1 < 256 ? e->len[2 * k + 1] : 0) << 4));
+    e->w = (pmc_bitwriter){.p = out + head_bytes(span)};
+    return out;
+}
+
+void pmc_codec_huffman_put(pmc_huffman_encoder *e, const uint8_t *in, uint64_t n, size_t stride) {
+    if (e->single) return;
+    const uint16_t *code = e->code;
+    const uint8_t *len = e->len;
+    uint8_t *p = e->w.p;
+    uint64_t acc = e->w.acc;
+    unsigned have = e->w.have;
+    while (have >= 8) { /* whole bytes out: at most 7 bits held below */
+        *p++ = (uint8_t)acc;
+        acc >>= 8;
+        have -= 8;
     }
-    uint8_t *end = pmc_bw_finish(&w);
+    uint64_t i = 0;
+    /* Four codes of at most 12 bits on top of at most 7 held bits fit 64: one unaligned 8-byte
+     * store per four symbols (the block's bound leaves 8 bytes of room past the stream). */
+    for (; i + 4 <= n; i += 4) {
+        const uint8_t *q = in + i * stride;
+        unsigned s0 = q[0], s1 = q[stride], s2 = q[2 * stride], s3 = q[3 * stride];
+        acc |= (uint64_t)code[s0] << have;
+        have += len[s0];
+        acc |= (uint64_t)code[s1] << have;
+        have += len[s1];
+        acc |= (uint64_t)code[s2] << have;
+        have += len[s2];
+        acc |= (uint64_t)code[s3] << have;
+        have += len[s3];
+        memcpy(p, &acc, 8);
+        p += have >> 3;
+        acc >>= have & ~7u;
+        have &= 7u;
+    }
+    for (; i < n; i++) {
+        unsigned s = in[i * stride];
+        acc |= (uint64_t)code[s] << have;
+        have += len[s];
+        if (have >= 8) {
+            memcpy(p, &acc, 8);
+            p += have >> 3;
+            acc >>= have & ~7u;
+            have &= 7u;
+        }
+    }
+    e->w = (pmc_bitwriter){.p = p, .acc = acc, .have = have};
+}
+
+uint64_t pmc_codec_huffman_end(pmc_huffman_encoder *e) {
+    if (e->single) return 2;
+    uint8_t *stream = e->out + head_bytes(e->out[1] ? e->out[1] : 256);
+    uint8_t *end = pmc_bw_finish(&e->w);
     uint32_t bytes = (uint32_t)(end - stream);
     memcpy(stream - 4, &bytes, 4);
-    return (uint64_t)(end - out);
+    return (uint64_t)(end - e->out);
+}
+
+uint64_t pmc_codec_huffman_encode(const uint8_t *in, uint64_t n, size_t stride, uint8_t *out) {
+    uint64_t freq[256] = {0};
+    for (uint64_t i = 0; i < n; i++) freq[in[i * stride]]++;
+    pmc_huffman_encoder e;
+    pmc_codec_huffman_begin(&e, freq, out);
+    pmc_codec_huffman_put(&e, in, n, stride);
+    return pmc_codec_huffman_end(&e);
 }
 
 static int fail(char *msg, size_t msg_len, const char *what) {
@@ -214,9 +270,29 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
         for (unsigned fill = code[s]; fill < size; fill += 1u << len[s]) table[fill] = (uint16_t)((s << 4) | len[s]);
     }
     const uint8_t *p = in + head, *end = p + bytes;
-    uint64_t acc = 0, consumed = 0;
-    unsigned have = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    uint64_t acc = 0, consumed = 0, i = 0;
+    unsigned have = 0, bad = 0;
+    /* Four symbols per refill while 8 bytes of stream are left: a refill leaves at least 56
+     * bits, four codes take at most 48. A code outside the table (entry 0, length 0) is noted
+     * and reported after the four. */
+    for (; i + 4 <= n && end - p >= 8; i += 4) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        acc |= word << have;
+        p += (63 - have) >> 3;
+        have |= 56;
+        for (unsigned j = 0; j < 4; j++) {
+            uint16_t e = table[acc & mask];
+            unsigned l = e & 15u;
+            bad |= !e;
+            out[(i + j) * stride] = (uint8_t)(e >> 4);
+            acc >>= l;
+            have -= l;
+            consumed += l;
+        }
+        if (bad) return fail(msg, msg_len, "invalid Huffman code in the stream");
+    }
+    for (; i < n; i++) {
         if (have < MAX_BITS) {
             if (end - p >= 8) {
                 uint64_t word;
