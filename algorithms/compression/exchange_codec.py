@@ -14,8 +14,13 @@ each table's compression ratio as last measured. A bypassed table is
 measured again after 2 iterations, then after twice as many each time it
 still does not pay, up to every ``probe_every``: one slow measurement (a
 cold first call) does not bypass a table for long, and a table that never
-pays costs a measurement every ``probe_every`` iterations in the end. The
-link's speed is ``link_gbps``, or the exchange's emulated link when the
+pays costs a measurement every ``probe_every`` iterations in the end. A
+table pays only when the model saves at least ``margin`` (20%) of its raw
+transfer time: its rates are the fastest of the last measurements, so the
+model is optimistic, and near the break-even point a wrong guess costs
+more than a right one gains (the encoded path adds the size exchange and a
+call per block that the model does not count).
+The link's speed is ``link_gbps``, or the exchange's emulated link when the
 codec is attached to one; with neither, every block is compressed.
 
 Stage: on a link of at least ``packed_above_gbps`` (0.25 Gb/s) the codes are
@@ -78,6 +83,8 @@ class ErrorBoundedCodec(Codec):
       "packed" on links of at least `packed_above_gbps`, else "auto".
     probe_every: the most iterations between measurements of a table.
     calibrate: measure the codec's speed once at construction.
+    margin: the least share of a table's raw transfer time the model must
+      save for its blocks to be compressed (0 <= margin < 1).
     """
 
     name = "error-bounded"
@@ -85,7 +92,8 @@ class ErrorBoundedCodec(Codec):
 
     def __init__(self, bound: Optional[AdaptiveBound] = None, *, backward: bool = False,
                  link_gbps: Optional[float] = None, bypass: bool = True, stage: Optional[str] = None,
-                 probe_every: int = 50, calibrate: bool = True, packed_above_gbps: float = 0.25) -> None:
+                 probe_every: int = 50, calibrate: bool = True, packed_above_gbps: float = 0.25,
+                 margin: float = 0.2) -> None:
         self.bound = bound if bound is not None else AdaptiveBound()
         self.backward, self.link_gbps, self.bypass, self.stage = backward, link_gbps, bypass, stage
         if link_gbps is not None and not link_gbps > 0:
@@ -98,6 +106,9 @@ class ErrorBoundedCodec(Codec):
         if probe_every < 1:
             raise ValueError(f"probe_every={probe_every}: use 1 or more iterations")
         self.probe_every = probe_every
+        if not 0 <= margin < 1:
+            raise ValueError(f"margin={margin}: a share of the raw transfer time in [0, 1)")
+        self.margin = margin
         self.stats = CodecStats()
         # Bytes per second of compress and decompress (of the raw float32 bytes): a calibrated default
         # and running estimates per table (a table of few distinct rows compresses many times faster).
@@ -154,11 +165,11 @@ class ErrorBoundedCodec(Codec):
         return "packed" if self.link_gbps is not None and self.link_gbps >= self.packed_above_gbps else "auto"
 
     def pays(self, table: int) -> bool:
-        """Whether compress + transfer + decompress beats the raw transfer on the link."""
+        """Whether compress + transfer + decompress beats the raw transfer on the link by `margin`."""
         if not self.bypass or self.link_gbps is None:
             return True
         raw, codec = self._seconds_per_byte(table)
-        return codec < raw
+        return codec < raw * (1.0 - self.margin)
 
     def _probe_due(self, table: int, step: int) -> bool:
         if table not in self._last_probe:
@@ -184,7 +195,7 @@ class ErrorBoundedCodec(Codec):
         gain = cost = 0.0
         for table, cols in shards:
             raw, codec = self._seconds_per_byte(table)
-            if codec < raw:
+            if codec < raw * (1.0 - self.margin):
                 gain += cols * (raw - codec)
             else:
                 cost += cols * 2 / COPY_Bps
