@@ -75,6 +75,7 @@ class _Scratch(threading.local):
         self.out_ptr = ffi.NULL
         self.written = ffi.new("uint64_t *")
         self.msg = ffi.new("char[]", lib.PMC_CODEC_MESSAGE_BYTES)
+        self.header = ffi.new("pmc_codec_header *")
 
 
 _scratch = _Scratch()
@@ -92,6 +93,8 @@ def _raise(rc: int, msg: Any, what: str) -> None:
 
 
 _F32 = np.dtype(np.float32)
+# The numpy dtype a decoded tensor of each codec dtype takes (bfloat16 as its bits).
+_NP_DTYPES = {lib.PMC_CODEC_F32: np.float32, lib.PMC_CODEC_F16: np.float16, lib.PMC_CODEC_BF16: np.uint16}
 
 
 def _as_input(x: Any) -> tuple[np.ndarray, int, tuple[int, int]]:
@@ -150,13 +153,14 @@ def compress(x: Any, bound: float, relative: bool = True, stage: str = "auto") -
 
 
 def _header(buf: Any) -> tuple[Any, Any, int]:
+    """(the buffer for C, its checked header in this thread's scratch, its length)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
     cbuf = ffi.from_buffer(view)
-    h = ffi.new("pmc_codec_header *")
-    msg = ffi.new("char[]", lib.PMC_CODEC_MESSAGE_BYTES)
-    rc = lib.pmc_codec_read_header(cbuf, len(view), h, msg, lib.PMC_CODEC_MESSAGE_BYTES)
+    s = _scratch
+    h = s.header
+    rc = lib.pmc_codec_read_header(cbuf, len(view), h, s.msg, lib.PMC_CODEC_MESSAGE_BYTES)
     if rc:
-        _raise(rc, msg, "decompress")
+        _raise(rc, s.msg, "decompress")
     return cbuf, h, len(view)
 
 
@@ -177,8 +181,8 @@ def decompress(buf: Any, out: Optional[np.ndarray] = None) -> Any:
     (a torch bfloat16 tensor for bfloat16, numpy uint16 bits without torch).
     `out`: a C-contiguous numpy array of that shape and dtype to fill instead."""
     cbuf, h, n = _header(buf)
-    rows, cols = int(h.rows), int(h.cols)
-    np_dtype = {lib.PMC_CODEC_F32: np.float32, lib.PMC_CODEC_F16: np.float16, lib.PMC_CODEC_BF16: np.uint16}[h.dtype]
+    rows, cols, code = int(h.rows), int(h.cols), int(h.dtype)
+    np_dtype = _NP_DTYPES[code]
     if out is None:
         target = np.empty((rows, cols), np_dtype)
     else:
@@ -191,7 +195,7 @@ def decompress(buf: Any, out: Optional[np.ndarray] = None) -> Any:
     rc = lib.pmc_codec_decompress(s.ctx, cbuf, n, dst, target.nbytes, s.msg, lib.PMC_CODEC_MESSAGE_BYTES)
     if rc:
         _raise(rc, s.msg, "decompress")
-    if h.dtype == lib.PMC_CODEC_BF16 and out is None:
+    if code == lib.PMC_CODEC_BF16 and out is None:
         try:
             import torch
         except ImportError:

@@ -521,11 +521,18 @@ int pmc_codec_decompress(pmc_codec_ctx *ctx, const void *buf, uint64_t len, void
         /* 8-bit symbols: each one's element, computed once. */
         uint8_t value[256 * 4];
         int narrow = !(h.flags & PMC_CODEC_FLAG_WIDE);
-        if (narrow)
+        if (narrow && es == 4) {
+            for (uint32_t s = 1; s < 256; s++) {
+                uint32_t z = s - 1u;
+                float f = (float)((double)((int32_t)(z >> 1) ^ -(int32_t)(z & 1u)) * step);
+                memcpy(value + 4 * s, &f, 4);
+            }
+        } else if (narrow) {
             for (uint32_t s = 1; s < 256; s++) {
                 uint32_t z = s - 1u;
                 pmc_codec_store(value, s, (int)h.dtype, (double)((int64_t)(z >> 1) ^ -(int64_t)(z & 1u)) * step);
             }
+        }
         for (uint32_t u = 0; u < unique; u++) {
             uint8_t *row = out + (uint64_t)ctx->first[u] * row_bytes;
             const uint16_t *s = sym + (uint64_t)(position ? position[u] : u) * h.cols;
