@@ -330,16 +330,17 @@ static void check_conversions(void) {
  * four-symbol steps; a stream holding a code an incomplete code leaves unused is rejected,
  * wherever it sits (a four-symbol step or the tail). */
 static void check_huffman(void) {
-    enum { N = 203 };
-    uint8_t in[2 * N], dec[2 * N];
+    enum { N = 20011 }; /* past the decoder's threshold for its table of several symbols a lookup */
+    uint8_t *in = malloc(2 * N), *dec = malloc(2 * N);
     uint8_t *a = malloc(pmc_codec_huffman_max_bytes(N)), *b = malloc(pmc_codec_huffman_max_bytes(N));
     char msg[PMC_CODEC_MESSAGE_BYTES] = "";
-    for (uint64_t n = 0; n <= N; n += (n < 24 ? 1 : 17)) {
+    for (uint64_t n = 0; n <= N; n = n < 24 ? n + 1 : n < 300 ? n + 17 : n < 8000 ? n + 2999 : n + 1999) {
         for (size_t stride = 1; stride <= 2; stride++) {
             uint64_t freq[256] = {0};
+            int wide_alphabet = n % 3 == 0; /* long codes too: windows that start with no whole short code */
             for (uint64_t i = 0; i < n; i++) {
                 uint64_t r = next_u64();
-                in[i * stride] = (uint8_t)((r & 3) ? (r >> 8) % 3 : (r >> 8) % 40); /* a few common, some rare */
+                in[i * stride] = (uint8_t)((r & 3) ? (r >> 8) % 3 : (r >> 8) % (wide_alphabet ? 256 : 40));
                 freq[in[i * stride]]++;
             }
             uint64_t la = pmc_codec_huffman_encode(in, n, stride, a);
@@ -355,7 +356,7 @@ static void check_huffman(void) {
             CHECK(la == lb && memcmp(a, b, la) == 0, "n=%llu stride %zu: pieces give another block",
                   (unsigned long long)n, stride);
             uint64_t used = 0;
-            memset(dec, 0xEE, sizeof dec);
+            memset(dec, 0xEE, 2 * N);
             int rc = pmc_codec_huffman_decode(a, la, n, dec, stride, &used, msg, sizeof msg);
             CHECK_RC(rc, PMC_CODEC_OK, msg);
             CHECK(used == la, "n=%llu: decoder used %llu of %llu bytes", (unsigned long long)n,
@@ -366,13 +367,25 @@ static void check_huffman(void) {
                           (unsigned long long)i, dec[i * stride], in[i * stride]);
                     break;
                 }
+            if (stride == 2) /* the other plane untouched */
+                for (uint64_t i = 0; i < n; i++)
+                    if (dec[2 * i + 1] != 0xEE) {
+                        CHECK(0, "n=%llu: byte %llu of the other plane written", (unsigned long long)n,
+                              (unsigned long long)(2 * i + 1));
+                        break;
+                    }
         }
     }
     /* Symbols 0 and 1 with lengths 1 and 2: code 0 is "0", code 1 "01" (bit-reversed: read "1" then
      * "0"); "11" is no code. Streams of valid codes with "11" at symbol position `bad`. */
-    for (unsigned count = 1; count <= 200; count += (count < 40 ? 3 : 31))
-        for (unsigned bad = 0; bad < count; bad += (count < 40 ? 5 : 13)) {
-            uint8_t blk[7 + 64] = {0, 2, 0x21, 0, 0, 0, 0};
+    const unsigned counts[] = {1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 71, 102, 133, 164, 195, 9001, 20000};
+    uint8_t *blk = malloc(7 + 2 * 20000 / 8 + 8);
+    for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+        unsigned count = counts[ci];
+        for (unsigned bad = 0; bad < count; bad += (count < 40 ? 5 : count < 1000 ? 13 : 997)) {
+            memset(blk, 0, 7 + 2 * 20000 / 8 + 8);
+            blk[1] = 2;
+            blk[2] = 0x21;
             uint64_t nbits = 0;
             for (unsigned i = 0; i < count; i++) {
                 unsigned code = i == bad ? 3u : (i & 1) ? 1u : 0u, len = (i == bad || (i & 1)) ? 2u : 1u;
@@ -386,6 +399,10 @@ static void check_huffman(void) {
             CHECK(rc == PMC_CODEC_ECORRUPT && strstr(msg, "invalid Huffman code") != NULL,
                   "no code at symbol %u of %u: status %d, %s", bad, count, rc, msg);
         }
+    }
+    free(blk);
+    free(in);
+    free(dec);
     free(a);
     free(b);
 }

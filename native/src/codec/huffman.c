@@ -14,6 +14,11 @@
 
 #define MAX_BITS 12
 #define TABLE_SIZE (1u << MAX_BITS)
+/* The decoder's table of several symbols per lookup: its window, and the fewest symbols a
+ * block needs for it to be built (2^MULTI_BITS entries cost about as much as decoding that
+ * many symbols one by one). */
+#define MULTI_BITS 10
+#define MULTI_MIN (8u << MULTI_BITS)
 
 /* Bytes before the stream of a mode-0 block whose symbols are below span (1..256). */
 static uint64_t head_bytes(unsigned span) { return 2 + (span + 1) / 2 + 4; }
@@ -272,6 +277,57 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
     const uint8_t *p = in + head, *end = p + bytes;
     uint64_t acc = 0, consumed = 0, i = 0;
     unsigned have = 0, bad = 0;
+    /* Long blocks: a second table giving, for each MULTI_BITS-bit window, the whole codes it
+     * starts with (up to four symbols) and their total length, so that the common short codes
+     * come several to a lookup (a window starting with a longer code has none: the first table
+     * decodes it). Each window holds four lookups after a refill (4 x 12 bits), each lookup
+     * up to four symbols: 16 symbols of room. */
+    if (n >= MULTI_MIN) {
+        const unsigned mbits = bits < MULTI_BITS ? bits : MULTI_BITS, msize = 1u << mbits, mmask = msize - 1;
+        uint64_t multi[1u << MULTI_BITS]; /* symbols in bits 0-31, count in 32-34, length in 40-47 */
+        for (unsigned w = 0; w < msize; w++) {
+            uint64_t entry = 0;
+            unsigned taken = 0, count = 0; /* bits and symbols of the window decoded */
+            while (count < 4) {
+                uint16_t t = table[(w >> taken) & mask];
+                unsigned l = t & 15u;
+                if (!t || l > mbits - taken) break; /* no code, or one that runs past the window */
+                entry |= (uint64_t)(t >> 4) << (8 * count);
+                taken += l;
+                count++;
+            }
+            multi[w] = entry | (uint64_t)count << 32 | (uint64_t)taken << 40;
+        }
+        while (i + 16 <= n && end - p >= 8) {
+            uint64_t word;
+            memcpy(&word, p, 8);
+            acc |= word << have;
+            p += (63 - have) >> 3;
+            have |= 56;
+            for (unsigned j = 0; j < 4; j++) {
+                uint64_t m = multi[acc & mmask];
+                unsigned count = (unsigned)(m >> 32) & 7u, l = (unsigned)(m >> 40) & 0xFFu;
+                if (count) {
+                    uint8_t *o = out + i * stride;
+                    o[0] = (uint8_t)m;
+                    o[stride] = (uint8_t)(m >> 8);
+                    o[2 * stride] = (uint8_t)(m >> 16);
+                    o[3 * stride] = (uint8_t)(m >> 24);
+                    i += count;
+                } else {
+                    uint16_t e = table[acc & mask];
+                    l = e & 15u;
+                    bad |= !e;
+                    out[i * stride] = (uint8_t)(e >> 4);
+                    i++;
+                }
+                acc >>= l;
+                have -= l;
+                consumed += l;
+            }
+            if (bad) return fail(msg, msg_len, "invalid Huffman code in the stream");
+        }
+    }
     /* Four symbols per refill while 8 bytes of stream are left: a refill leaves at least 56
      * bits, four codes take at most 48. A code outside the table (entry 0, length 0) is noted
      * and reported after the four. */
