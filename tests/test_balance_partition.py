@@ -332,3 +332,102 @@ def test_loads_checks_the_parts() -> None:
         loads([1.0, 2.0, 3.0], [np.array([0]), np.array([3])])
     with pytest.raises(TypeError, match=r"parts\[0\]: expected a 1-D array of sample indices"):
         loads([1.0, 2.0], [np.array([0.5])])
+
+
+# --------------------------------------------------------------------------
+# 5. Parts of different speeds
+# --------------------------------------------------------------------------
+
+def brute_force_speeds(costs: np.ndarray, k: int, speeds: np.ndarray, equal_count: bool) -> float:
+    """The optimal maximum of load / speed, over every assignment of the samples to k parts."""
+    n = costs.size
+    assign = np.array(list(itertools.product(range(k), repeat=n)), dtype=np.int64).reshape(-1, n)
+    onehot = assign[:, :, None] == np.arange(k)
+    if equal_count:
+        sizes = onehot.sum(axis=1)
+        onehot = onehot[sizes.max(axis=1) - sizes.min(axis=1) <= 1]
+    return float(((onehot * costs[None, :, None]).sum(axis=1) / speeds[None, :]).max(axis=1).min())
+
+
+@pytest.mark.parametrize("equal_count", [False, True])
+def test_speeds_against_brute_force(equal_count: bool) -> None:
+    # Small cases, speeds from 0.5 to 2: never below the optimum, within Graham's LPT ratio of
+    # it, and optimal on most (the refinement trades samples against the shares).
+    g = np.random.default_rng(7)
+    hits = total = 0
+    for costs, k in small_cases():
+        speeds = g.uniform(0.5, 2.0, k)
+        opt = brute_force_speeds(costs, k, speeds, equal_count)
+        parts = partition(costs, k, equal_count, speeds=speeds)
+        check_parts(parts, costs.size, k, equal_count)
+        got = float((loads(costs, parts) / speeds).max())
+        assert got >= opt * (1 - 1e-12)
+        assert got <= (4 / 3) * opt * (1 + 1e-12), (costs.tolist(), k, speeds.tolist(), got, opt)
+        hits += got <= opt * (1 + 1e-9)
+        total += 1
+    assert hits >= 0.6 * total, (hits, total)
+
+
+def test_speeds_load_parts_in_proportion() -> None:
+    costs = np.ones(300)
+    parts = partition(costs, 3, speeds=[1.0, 2.0, 3.0])
+    assert [p.size for p in parts] == [50, 100, 150]
+    # Equal counts: the faster part takes the costlier samples instead of more of them.
+    costs = np.arange(1, 301, dtype=np.float64)
+    parts = partition(costs, 2, equal_count=True, speeds=[1.0, 1.5])
+    assert [p.size for p in parts] == [150, 150]
+    ld = loads(costs, parts)
+    assert ld[1] / ld[0] == pytest.approx(1.5, rel=0.01)
+    assert imbalance(costs, parts, speeds=[1.0, 1.5]) <= 1.01
+
+
+def test_equal_speeds_give_the_parts_of_no_speeds() -> None:
+    g = np.random.default_rng(3)
+    for n, k in ((7, 3), (300, 4), (2048, 8)):
+        costs = g.lognormal(3, 1, n) ** 2
+        for equal_count in (False, True):
+            plain = partition(costs, k, equal_count)
+            same = partition(costs, k, equal_count, speeds=[2.5] * k)
+            assert all(np.array_equal(a, b) for a, b in zip(plain, same, strict=True))
+
+
+def test_fewer_samples_than_parts_go_to_the_fastest() -> None:
+    parts = partition([5.0, 9.0], 4, speeds=[1.0, 3.0, 0.5, 2.0])
+    assert [p.tolist() for p in parts] == [[], [1], [], [0]]
+    # A part fast enough takes two (the optimum: 100 / 1.9 and 39 / 0.73, not 51 / 1.9 ...).
+    parts = partition([51.0, 39.0, 49.0], 3, speeds=[0.73, 1.9, 0.51])
+    assert [p.tolist() for p in parts] == [[1], [0, 2], []]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(batch=st.integers(256, 4096), seed=st.integers(0, 2**32 - 1), k=st.sampled_from([2, 4, 8]),
+       equal_count=st.booleans(), spread=st.floats(0.0, 0.5))
+def test_speeds_balance_synthetic_lengths_within_2_percent(batch: int, seed: int, k: int, equal_count: bool,
+                                                           spread: float) -> None:
+    g = np.random.default_rng(seed)
+    speeds = 1.0 + spread * (g.random(k) - 0.5)
+    costs = CostModel.quadratic()(synthetic_lengths(batch, "lognormal", seed=seed))
+    parts = partition(costs, k, equal_count, speeds=speeds)
+    check_parts(parts, batch, k, equal_count)
+    assert partition(costs, k, equal_count, speeds=speeds)[0].tolist() == parts[0].tolist()  # deterministic
+    lb = lower_bound(costs, k, speeds=speeds)
+    got = float((loads(costs, parts) / speeds).max())
+    even = costs.sum() / speeds.sum()
+    if lb <= even * (1 + 1e-12):
+        assert got <= 1.02 * even, (batch, k, got / even)
+    else:  # one sample outweighs the fastest part's share
+        assert got <= 1.05 * lb, (batch, k, got / lb)
+
+
+def test_bad_speeds_name_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"speeds has shape \(3,\); expected one speed per part \(2,\)"):
+        partition([1.0, 2.0], 2, speeds=[1, 1, 1])
+    with pytest.raises(ValueError, match=r"speeds\[1\]=0.0: speeds must be finite and > 0"):
+        partition([1.0, 2.0], 2, speeds=[1, 0])
+    with pytest.raises(ValueError, match=r"speeds\[0\]=nan"):
+        partition([1.0, 2.0], 2, speeds=[float("nan"), 1])
+    with pytest.raises(TypeError, match="speeds: expected 2 numbers"):
+        partition([1.0, 2.0], 2, speeds=["fast", object()])
+    with pytest.raises(ValueError, match="method='kk' does not take speeds"):
+        partition([1.0, 2.0, 3.0], 2, method="kk", speeds=[1, 2])
+    assert partition([1.0, 2.0, 3.0], 2, method="kk", speeds=[2, 2])[0].size >= 1  # equal: the plain problem
