@@ -9,7 +9,12 @@ pooling and an MLP data-parallel (gradients summed by one Allreduce). A rank's c
 like the sum of its samples' L^2, so a contiguous split leaves ranks waiting at every
 synchronization; --split balanced partitions each batch by a per-sample cost model (fitted from
 the first --warmup steps' measured compute and refitted every --refit-every steps from all
-measured steps, or given) so that ranks finish together.
+measured steps, or given) so that ranks finish together. With --speeds measured the split also
+follows each rank's speed: every step the ranks agree on their compute times (an allgather the
+timeline counts) and each rank's share moves towards equal finishing times, by the factor
+(mean time / its time) ** --speed-gain; a rank on a CPU that runs slower for a while (another
+tenant, the hypervisor) gets a lighter part. (A speed measured as modeled cost over time would
+not do: a rank's fixed costs make a lighter part look slower, which makes it lighter still.)
 
 It prints a progress bar, then per rank the seconds spent computing, waiting at the
 synchronizations (the bubble) and communicating, the held-out AUC and steps per second;
@@ -69,6 +74,10 @@ def parse() -> argparse.Namespace:
                     help="'fit' (from the warm-up, refitted as steps are measured) or 'a,b,c' for a*L + b*L^2 + c")
     ap.add_argument("--refit-every", type=int, default=10,
                     help="refit the cost model from every measured step so far, every N steps (0: never)")
+    ap.add_argument("--speeds", default="off", choices=["off", "measured"],
+                    help="balanced split: 'measured' loads each rank in proportion to its measured speed")
+    ap.add_argument("--speed-gain", type=float, default=0.5,
+                    help="how far one step moves a rank's share towards equal compute times (0 < g <= 1)")
     ap.add_argument("--lengths", default="ml100k", choices=["ml100k", "lognormal", "powerlaw"],
                     help="history lengths: MovieLens-100K users' or synthetic")
     ap.add_argument("--lengths-file", type=Path, default=None,
@@ -100,6 +109,10 @@ def parse() -> argparse.Namespace:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if a.warmup < 0 or a.lookahead < 0 or a.refit_every < 0:
         ap.error("--warmup, --lookahead and --refit-every must be 0 or more")
+    if not 0 < a.speed_gain <= 1:
+        ap.error("--speed-gain must be in (0, 1]")
+    if a.speeds == "measured" and a.split != "balanced":
+        ap.error("--speeds measured needs --split balanced")
     if a.split == "balanced" and a.cost == "fit" and a.warmup < 3:
         ap.error("--cost fit needs --warmup 3 or more (three coefficients), or give --cost a,b,c")
     return a
@@ -209,6 +222,9 @@ def main() -> None:
         except ValueError:  # too uniform to tell the terms apart: keep the model we have
             return cost
 
+    # Each rank's relative speed (mean 1), the same on every rank: measured from step `warmup` on.
+    speeds = np.ones(world)
+    track_speeds = a.speeds == "measured"
     total = a.warmup + a.steps
     bar = Progress(total, 0, rank == 0 and not a.quiet)
     ema, started = None, 0.0
@@ -226,7 +242,8 @@ def main() -> None:
             parts = np.array_split(np.arange(a.global_batch), world)
         else:
             assert cost is not None
-            parts = partition(cost.costs(lengths), world, equal_count=a.equal_count)
+            parts = partition(cost.costs(lengths), world, equal_count=a.equal_count,
+                              speeds=speeds if track_speeds else None)
         mine = parts[rank]
         batch = data.batch(ids[mine], lengths[mine])
         syncs_before = len(tl.syncs)
@@ -259,11 +276,20 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
             emb.zero_grad()
             step_s = time.perf_counter() - t0
-        if refit:
             # This rank's own work: the step less its main thread's collectives and stalls.
             in_syncs = sum(s.left - s.arrived for s in tl.syncs[syncs_before:] if s.thread == 0)
             stalled = got.stall if a.chunks > 1 or a.overlap else 0.0
-            fresh.append((lengths[mine], step_s - in_syncs - stalled))
+            own_s = step_s - in_syncs - stalled
+            used_speed = float(speeds[rank])
+            if track_speeds and step >= a.warmup:
+                with tl.sync("speeds"):
+                    own = np.array(comm.allgather(own_s))
+                if own.min() > 0:
+                    speeds = speeds * (own.mean() / own) ** a.speed_gain
+                    speeds /= speeds.mean()
+        if refit:
+            # Seconds of an average-speed rank: the cost model stays the same whatever CPU ran the part.
+            fresh.append((lengths[mine], own_s * used_speed))
             if step >= a.warmup and a.refit_every and (step + 1 - a.warmup) % a.refit_every == 0:
                 cost = fit()
         value = float(loss.detach()) * a.global_batch / max(len(mine), 1)
@@ -286,6 +312,8 @@ def main() -> None:
               f"({a.lengths} lengths, cost {'fit' if a.cost == 'fit' else a.cost})")
         if cost is not None:
             print(f"# cost model: {cost}")
+        if track_speeds:
+            print("# rank speeds at the end (mean 1): " + " ".join(f"{v:.3f}" for v in speeds))
         syncs = list(times[0].waits_by_sync) if times else []
         print(f"# {'rank':>4} {'compute s':>10} {'wait s':>10} {'comm s':>10}   wait per sync: "
               + " ".join(f"{n:>11}" for n in syncs))
@@ -309,7 +337,8 @@ def main() -> None:
                 "lengths": a.lengths, "cost": str(cost) if cost is not None else None, "threads": a.threads,
                 "bubble_s": bubble, "steps_per_s": a.steps / elapsed, "step_ms": elapsed / a.steps * 1e3,
                 "auc": auc, "chunks": a.chunks, "overlap": a.overlap, "link_gbps": a.link_gbps,
-                "pinned_apart": separate and not a.no_pin,
+                "pinned_apart": separate and not a.no_pin, "speeds": a.speeds,
+                "final_speeds": speeds.tolist() if track_speeds else None,
                 "per_rank": [t.to_dict() for t in times],
                 "pipeline": [{"compute_s": p.compute, "stall_s": p.stall, "exchange_s": p.comm,
                               "exchange_cpu_s": p.comm_cpu} for p in pipes]},

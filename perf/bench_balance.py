@@ -19,6 +19,9 @@ Overlap: --chunks chunks per step over an emulated link (--links, Gb/s): the sam
 (compute and exchange one after the other: their times are the reference) and on a progress
 thread. Goal: the overlapped step within 10% of max(compute, exchange) of the inline run, and
 its compute no more than 10% slower.
+
+"balanced, measured speeds" also moves each rank's share towards equal compute times every step
+(examples/seqrec_train.py --speeds measured), for a host whose CPUs change speed for a while.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def interleaved(a: argparse.Namespace, base: list[str], variants: dict[str, list
         for v in order:
             r = launch(a.np, base + variants[v], {})
             runs[v].append(r)
-            print(f"  {label} {v:<22} rep {rep}: {show(r)}", file=sys.stderr, flush=True)
+            print(f"  {label} {v:<26} rep {rep}: {show(r)}", file=sys.stderr, flush=True)
     return runs
 
 
@@ -88,6 +91,7 @@ def bubbles(a: argparse.Namespace) -> dict[str, Any]:
                 "contiguous": ["--lengths", kind, "--split", "contiguous"],
                 "balanced": ["--lengths", kind, "--split", "balanced"],
                 "balanced equal-count": ["--lengths", kind, "--split", "balanced", "--equal-count"],
+                "balanced, measured speeds": ["--lengths", kind, "--split", "balanced", "--speeds", "measured"],
                 "equal work": ["--lengths", "ml100k", "--lengths-file", str(mean_length_file(kind, Path(tmp))),
                                "--split", "contiguous"],
             }
@@ -143,12 +147,14 @@ def plot(doc: dict, path: Path) -> None:
     if "bubbles" in doc:
         recs = doc["bubbles"]["records"]
         kinds = sorted({r["lengths"] for r in recs})
-        variants = ["contiguous", "balanced", "balanced equal-count", "equal work"]
-        width = 0.2
+        present = {r["variant"] for r in recs}
+        variants = [v for v in ("contiguous", "balanced", "balanced equal-count", "balanced, measured speeds",
+                                "equal work") if v in present]
+        width = 0.8 / len(variants)
         for i, v in enumerate(variants):
             ys = [next(r["bubble_ms_per_step"] for r in recs if r["lengths"] == k and r["variant"] == v) for k in kinds]
             axes[0].bar([x + i * width for x in range(len(kinds))], ys, width, label=v)
-        axes[0].set_xticks([x + 1.5 * width for x in range(len(kinds))], kinds)
+        axes[0].set_xticks([x + (len(variants) - 1) / 2 * width for x in range(len(kinds))], kinds)
         axes[0].set_ylabel("bubble per step (ms), 2 ranks")
         axes[0].set_title("waiting at synchronizations")
         axes[0].legend()
@@ -185,11 +191,11 @@ def main() -> int:
         doc["bubbles"] = bubbles(a)
         print(f"# bubbles: {a.np} ranks, 1 torch thread each, global batch {a.global_batch}, {a.steps} steps, "
               f"medians of {a.reps} launches")
-        print(f"# {'lengths':<10} {'split':<22} {'bubble ms/step':>15} {'step ms':>9} {'vs contiguous':>14}")
+        print(f"# {'lengths':<10} {'split':<26} {'bubble ms/step':>15} {'step ms':>9} {'vs contiguous':>14}")
         for r in doc["bubbles"]["records"]:
             ref = next(x for x in doc["bubbles"]["records"] if x["lengths"] == r["lengths"]
                        and x["variant"] == "contiguous")
-            print(f"  {r['lengths']:<10} {r['variant']:<22} {r['bubble_ms_per_step']:>15.2f} {r['step_ms']:>9.1f} "
+            print(f"  {r['lengths']:<10} {r['variant']:<26} {r['bubble_ms_per_step']:>15.2f} {r['step_ms']:>9.1f} "
                   f"{r['bubble_ms_per_step'] / ref['bubble_ms_per_step']:>14.2f}")
     if a.part in ("overlap", "both"):
         doc["overlap"] = overlap(a)

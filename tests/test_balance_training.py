@@ -114,6 +114,21 @@ def test_balanced_training_reports_where_the_time_goes(n: int, tmp_path: Path) -
     assert any(e["name"] == "wait pooled_grad" for e in events) or any(e["name"] == "pooled_grad" for e in events)
 
 
+def test_measured_speeds_follow_the_ranks_compute_times(tmp_path: Path) -> None:
+    # Rank speeds stay positive with mean 1 and enter the split; the allgather they take is a
+    # synchronization the timeline counts.
+    out = run(2, "--steps", "6", "--warmup", "3", "--speeds", "measured", "--json", str(tmp_path / "r.json"),
+              *SMALL).stdout
+    m = re.search(r"^# rank speeds at the end \(mean 1\): (\d\.\d+) (\d\.\d+)$", out, re.M)
+    assert m, out
+    speeds = [float(v) for v in m.groups()]
+    assert min(speeds) > 0 and sum(speeds) == pytest.approx(2.0, abs=2e-3)
+    import json
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["speeds"] == "measured" and len(doc["final_speeds"]) == 2
+    assert all("speeds" in r["wait_by_sync_s"] for r in doc["per_rank"])
+
+
 def test_overlapped_exchange_trains_to_the_same_weights() -> None:
     common = ["--steps", "4", "--warmup", "0", "--split", "contiguous", "--chunks", "3", "--print-digest",
               "--link-gbps", "5", *SMALL]
@@ -136,6 +151,8 @@ def test_learns_the_synthetic_labels() -> None:
     (["--cost", "1,2"], "three numbers a,b,c"),
     (["--warmup", "1"], "--cost fit needs --warmup 3"),
     (["--heads", "3"], "heads=3"),
+    (["--speeds", "measured", "--split", "contiguous"], "--speeds measured needs --split balanced"),
+    (["--speed-gain", "0"], "--speed-gain must be in (0, 1]"),
     (["--lengths", "ml100k", "--lengths-file", "/nonexistent/lengths.txt"], "/nonexistent/lengths.txt"),
 ])
 def test_bad_options_are_named(args: list[str], message: str) -> None:
