@@ -22,6 +22,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -53,15 +54,16 @@ def check_parts(parts: list[np.ndarray], n: int, k: int, equal_count: bool) -> N
 # 1. Small cases against brute force
 # --------------------------------------------------------------------------
 
-def brute_force(costs: np.ndarray, k: int, equal_count: bool) -> float:
-    """The optimal maximum load, over every assignment of the samples to k parts."""
+def brute_force(costs: np.ndarray, k: int, equal_count: bool, speeds: Optional[np.ndarray] = None) -> float:
+    """The optimal maximum load (of load / speed, with speeds), over every assignment of the samples to k parts."""
     n = costs.size
     assign = np.array(list(itertools.product(range(k), repeat=n)), dtype=np.int64).reshape(-1, n)
     onehot = assign[:, :, None] == np.arange(k)
     if equal_count:
         sizes = onehot.sum(axis=1)
         onehot = onehot[sizes.max(axis=1) - sizes.min(axis=1) <= 1]
-    return float((onehot * costs[None, :, None]).sum(axis=1).max(axis=1).min())
+    ld = (onehot * costs[None, :, None]).sum(axis=1)
+    return float((ld if speeds is None else ld / speeds[None, :]).max(axis=1).min())
 
 
 def small_cases() -> list[tuple[np.ndarray, int]]:
@@ -338,17 +340,6 @@ def test_loads_checks_the_parts() -> None:
 # 5. Parts of different speeds
 # --------------------------------------------------------------------------
 
-def brute_force_speeds(costs: np.ndarray, k: int, speeds: np.ndarray, equal_count: bool) -> float:
-    """The optimal maximum of load / speed, over every assignment of the samples to k parts."""
-    n = costs.size
-    assign = np.array(list(itertools.product(range(k), repeat=n)), dtype=np.int64).reshape(-1, n)
-    onehot = assign[:, :, None] == np.arange(k)
-    if equal_count:
-        sizes = onehot.sum(axis=1)
-        onehot = onehot[sizes.max(axis=1) - sizes.min(axis=1) <= 1]
-    return float(((onehot * costs[None, :, None]).sum(axis=1) / speeds[None, :]).max(axis=1).min())
-
-
 @pytest.mark.parametrize("equal_count", [False, True])
 def test_speeds_against_brute_force(equal_count: bool) -> None:
     # Small cases, speeds from 0.5 to 2: never below the optimum, within Graham's LPT ratio of
@@ -357,7 +348,7 @@ def test_speeds_against_brute_force(equal_count: bool) -> None:
     hits = total = 0
     for costs, k in small_cases():
         speeds = g.uniform(0.5, 2.0, k)
-        opt = brute_force_speeds(costs, k, speeds, equal_count)
+        opt = brute_force(costs, k, equal_count, speeds)
         parts = partition(costs, k, equal_count, speeds=speeds)
         check_parts(parts, costs.size, k, equal_count)
         got = float((loads(costs, parts) / speeds).max())

@@ -367,6 +367,36 @@ def _deal(vals: np.ndarray, ld: np.ndarray) -> np.ndarray:
     return out
 
 
+def _closest_exchange(s: np.ndarray, part: np.ndarray, ip: np.ndarray, q: int, amount: float,
+                      may_move: bool) -> tuple[int, int, float]:
+    """The exchange between positions `ip` (of one part) and part q whose moved cost is closest to
+    `amount`: (the position leaving, the position coming back or -1 for a move, the distance).
+
+    may_move: a move (an exchange with nothing) is allowed; else only swaps (equal counts).
+    (-1, -1, inf) when q holds nothing to swap.
+    """
+    x = s[ip]
+    iq = np.flatnonzero(part == q)[::-1]  # increasing cost
+    if may_move:
+        iq = np.concatenate((np.full(1, -1, dtype=np.int64), iq))
+        y = np.concatenate((np.zeros(1), s[iq[1:]]))
+    elif iq.size:
+        y = s[iq]
+    else:
+        return -1, -1, float("inf")
+    want = x - amount  # the partner's value that would move `amount`
+    at = np.searchsorted(y, want)
+    lo = np.maximum(at - 1, 0)
+    hi = np.minimum(at, y.size - 1)
+    err_lo = np.abs(want - y[lo])
+    err_hi = np.abs(want - y[hi])
+    j_lo = int(err_lo.argmin())
+    j_hi = int(err_hi.argmin())
+    if err_lo[j_lo] <= err_hi[j_hi]:
+        return int(ip[j_lo]), int(iq[lo[j_lo]]), float(err_lo[j_lo])
+    return int(ip[j_hi]), int(iq[hi[j_hi]]), float(err_hi[j_hi])
+
+
 def _refine(s: np.ndarray, part: np.ndarray, ld: np.ndarray, k: int, equal_count: bool, bound: float) -> None:
     """Lower the most loaded part by moving one sample or swapping two with another part (in place).
 
@@ -380,43 +410,21 @@ def _refine(s: np.ndarray, part: np.ndarray, ld: np.ndarray, k: int, equal_count
     """
     tol = _REFINE_TOL * bound
     counts = np.bincount(part, minlength=k).tolist()
-    zero_value, zero_index = np.zeros(1), np.full(1, -1, dtype=np.int64)
     for _ in range(_REFINE_PER_PART * k):
         p = int(ld.argmax())
         top = float(ld[p])
         if top <= bound + tol:
             return
         ip = np.flatnonzero(part == p)
-        x = s[ip]
         for q in ld.argsort(kind="stable").tolist():
             if q == p:
                 continue
             half = 0.5 * (top - float(ld[q]))
             if half <= tol:
                 return  # the lighter partners are already tried; the others are as heavy
-            iq = np.flatnonzero(part == q)[::-1]  # increasing cost
-            if not equal_count or counts[p] == counts[q] + 1:
-                iq = np.concatenate((zero_index, iq))
-                y = np.concatenate((zero_value, s[iq[1:]]))
-            elif iq.size:
-                y = s[iq]
-            else:
-                continue
-            want = x - half  # the partner's value that would halve the gap
-            at = np.searchsorted(y, want)
-            lo = np.maximum(at - 1, 0)
-            hi = np.minimum(at, y.size - 1)
-            err_lo = np.abs(want - y[lo])
-            err_hi = np.abs(want - y[hi])
-            j_lo = int(err_lo.argmin())
-            j_hi = int(err_hi.argmin())
-            if err_lo[j_lo] <= err_hi[j_hi]:
-                j, b, err = j_lo, int(iq[lo[j_lo]]), float(err_lo[j_lo])
-            else:
-                j, b, err = j_hi, int(iq[hi[j_hi]]), float(err_hi[j_hi])
+            a, b, err = _closest_exchange(s, part, ip, q, half, not equal_count or counts[p] == counts[q] + 1)
             if err >= half - tol:
                 continue  # lowers the most loaded part by tol or less
-            a = int(ip[j])
             delta = float(s[a]) - (float(s[b]) if b >= 0 else 0.0)
             part[a] = q
             if b >= 0:
@@ -442,7 +450,6 @@ def _refine_speeds(s: np.ndarray, part: np.ndarray, ld: np.ndarray, sp: np.ndarr
     """
     k = sp.size
     counts = np.bincount(part, minlength=k).tolist()
-    zero_value, zero_index = np.zeros(1), np.full(1, -1, dtype=np.int64)
     for _ in range(_REFINE_PER_PART * k + 16):
         t = ld / sp
         p = int(t.argmax())
@@ -450,34 +457,15 @@ def _refine_speeds(s: np.ndarray, part: np.ndarray, ld: np.ndarray, sp: np.ndarr
         if top <= bound + tol:
             return
         ip = np.flatnonzero(part == p)
-        x = s[ip]
         for q in t.argsort(kind="stable").tolist():
             if q == p:
                 continue
             ideal = (float(ld[p]) * float(sp[q]) - float(ld[q]) * float(sp[p])) / (float(sp[p]) + float(sp[q]))
             if ideal <= tol * float(sp[p]):
                 return  # the earlier-finishing partners are already tried; the others finish later
-            iq = np.flatnonzero(part == q)[::-1]  # increasing cost
-            if not equal_count or counts[p] == counts[q] + 1:
-                iq = np.concatenate((zero_index, iq))
-                y = np.concatenate((zero_value, s[iq[1:]]))
-            elif iq.size:
-                y = s[iq]
-            else:
+            a, b, err = _closest_exchange(s, part, ip, q, ideal, not equal_count or counts[p] == counts[q] + 1)
+            if a < 0:
                 continue
-            want = x - ideal  # the partner's value that would make both finish together
-            at = np.searchsorted(y, want)
-            lo = np.maximum(at - 1, 0)
-            hi = np.minimum(at, y.size - 1)
-            err_lo = np.abs(want - y[lo])
-            err_hi = np.abs(want - y[hi])
-            j_lo = int(err_lo.argmin())
-            j_hi = int(err_hi.argmin())
-            if err_lo[j_lo] <= err_hi[j_hi]:
-                j, b = j_lo, int(iq[lo[j_lo]])
-            else:
-                j, b = j_hi, int(iq[hi[j_hi]])
-            a = int(ip[j])
             delta = float(s[a]) - (float(s[b]) if b >= 0 else 0.0)
             after = max((float(ld[p]) - delta) / float(sp[p]), (float(ld[q]) + delta) / float(sp[q]))
             if after >= top - tol:

@@ -240,6 +240,15 @@ int pmc_codec_huffman_block_size(const uint8_t *in, uint64_t avail, uint64_t n, 
     return PMC_CODEC_OK;
 }
 
+/* Tops the bit buffer up to 56 bits or more from 8 readable bytes at *p (whole bytes taken). */
+static inline void refill8(const uint8_t **p, uint64_t *acc, unsigned *have) {
+    uint64_t word;
+    memcpy(&word, *p, 8);
+    *acc |= word << *have;
+    *p += (63 - *have) >> 3;
+    *have |= 56;
+}
+
 int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint8_t *out, size_t stride,
                              uint64_t *used, char *msg, size_t msg_len) {
     if (avail < 2) return fail(msg, msg_len, "truncated Huffman block");
@@ -299,11 +308,7 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
             multi[w] = entry | (uint64_t)count << 32 | (uint64_t)taken << 40;
         }
         while (i + 16 <= n && end - p >= 8) {
-            uint64_t word;
-            memcpy(&word, p, 8);
-            acc |= word << have;
-            p += (63 - have) >> 3;
-            have |= 56;
+            refill8(&p, &acc, &have);
             for (unsigned j = 0; j < 4; j++) {
                 uint64_t m = multi[acc & mmask];
                 unsigned count = (unsigned)(m >> 32) & 7u, l = (unsigned)(m >> 40) & 0xFFu;
@@ -332,11 +337,7 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
      * bits, four codes take at most 48. A code outside the table (entry 0, length 0) is noted
      * and reported after the four. */
     for (; i + 4 <= n && end - p >= 8; i += 4) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        acc |= word << have;
-        p += (63 - have) >> 3;
-        have |= 56;
+        refill8(&p, &acc, &have);
         for (unsigned j = 0; j < 4; j++) {
             uint16_t e = table[acc & mask];
             unsigned l = e & 15u;
@@ -351,11 +352,7 @@ int pmc_codec_huffman_decode(const uint8_t *in, uint64_t avail, uint64_t n, uint
     for (; i < n; i++) {
         if (have < MAX_BITS) {
             if (end - p >= 8) {
-                uint64_t word;
-                memcpy(&word, p, 8);
-                acc |= word << have;
-                p += (63 - have) >> 3;
-                have |= 56;
+                refill8(&p, &acc, &have);
             } else {
                 while (have <= 56) {
                     acc |= (uint64_t)(p < end ? *p : 0) << have;
