@@ -397,6 +397,19 @@ def _closest_exchange(s: np.ndarray, part: np.ndarray, ip: np.ndarray, q: int, a
     return int(ip[j_hi]), int(iq[hi[j_hi]]), float(err_hi[j_hi])
 
 
+def _exchange(part: np.ndarray, counts: list[int], ld: np.ndarray, a: int, b: int, p: int, q: int,
+              delta: float) -> None:
+    """Position a from part p to q and b (-1: none) from q to p, `delta` their cost difference."""
+    part[a] = q
+    if b >= 0:
+        part[b] = p
+    else:
+        counts[p] -= 1
+        counts[q] += 1
+    ld[p] -= delta
+    ld[q] += delta
+
+
 def _refine(s: np.ndarray, part: np.ndarray, ld: np.ndarray, k: int, equal_count: bool, bound: float) -> None:
     """Lower the most loaded part by moving one sample or swapping two with another part (in place).
 
@@ -426,14 +439,7 @@ def _refine(s: np.ndarray, part: np.ndarray, ld: np.ndarray, k: int, equal_count
             if err >= half - tol:
                 continue  # lowers the most loaded part by tol or less
             delta = float(s[a]) - (float(s[b]) if b >= 0 else 0.0)
-            part[a] = q
-            if b >= 0:
-                part[b] = p
-            else:
-                counts[p] -= 1
-                counts[q] += 1
-            ld[p] -= delta
-            ld[q] += delta
+            _exchange(part, counts, ld, a, b, p, q, delta)
             break
         else:
             return
@@ -470,14 +476,7 @@ def _refine_speeds(s: np.ndarray, part: np.ndarray, ld: np.ndarray, sp: np.ndarr
             after = max((float(ld[p]) - delta) / float(sp[p]), (float(ld[q]) + delta) / float(sp[q]))
             if after >= top - tol:
                 continue  # lowers the latest finish by tol or less
-            part[a] = q
-            if b >= 0:
-                part[b] = p
-            else:
-                counts[p] -= 1
-                counts[q] += 1
-            ld[p] -= delta
-            ld[q] += delta
+            _exchange(part, counts, ld, a, b, p, q, delta)
             break
         else:
             return
