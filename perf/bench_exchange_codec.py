@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import commit, pyplot, run_worker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -132,15 +131,8 @@ def main() -> int:
         return 0
     if a.from_json:
         return 0 if plot(json.loads(a.from_json.read_text()), a.from_json.with_suffix(".png")) else 1
-    from pymcoll.cli import launch
-
-    argv = [a for a in sys.argv[1:]]
-    cmd, env = launch.mpiexec_command(a.np, [sys.executable, "-P", str(Path(__file__).resolve()), *argv, "--worker"])
-    print("running:", " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    result = next((json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    result = run_worker(a.np, __file__, [*sys.argv[1:], "--worker"], timeout=1800)
     if result is None:
-        print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
         return 1
     print(f"# embedding exchange, {result['ranks']} ranks, {a.batch_size} samples per rank, dim {a.dim}: "
           "ms per iteration (median, slowest rank)")

@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import commit, pyplot, run_worker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -136,18 +135,10 @@ def main() -> int:
         return 0
     if a.np < 2:
         ap.error("--np: at least 2 ranks (a bubble needs someone to wait for)")
-    from pymcoll.cli import launch
-
-    args = [sys.executable, "-P", str(Path(__file__).resolve()), "--worker", "--steps", str(a.steps),
-            "--warmup", str(a.warmup), "--work-ms", a.work_ms]
-    cmd, env = launch.mpiexec_command(a.np, args)
-    print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, timeout=3600)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        print(proc.stdout[-3000:], file=sys.stderr)
-        return proc.returncode or 1
-    doc = json.loads(line[len("RESULT "):])
+    args = ["--worker", "--steps", str(a.steps), "--warmup", str(a.warmup), "--work-ms", a.work_ms]
+    doc = run_worker(a.np, __file__, args, timeout=3600)
+    if doc is None:
+        return 1
     doc.update(date=datetime.date.today().isoformat(), commit=commit(), steps=a.steps)
     print(f"# identical work, {doc['ranks']} ranks on {doc['cpus']} CPUs (pinned: {doc['pinned']}), "
           f"{a.steps} steps each")

@@ -483,28 +483,28 @@ def _refine_speeds(s: np.ndarray, part: np.ndarray, ld: np.ndarray, sp: np.ndarr
 
 
 def _solve(s: np.ndarray, k: int, method: str, equal_count: bool, refine: bool,
-           target: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+           shares: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Part of each position of the decreasing costs `s`, and the part loads.
 
-    target: each part's share of the total load (from speeds); the stages then work on the
-    loads less the targets, so that the even loads they aim at are the targets.
+    shares: each part's share of the total load (its speed over the sum of the speeds); the
+    stages then work on the loads less the parts' targets (share x total), so that the even
+    loads they aim at are the targets.
     """
     n = s.size
     part = np.empty(n, dtype=np.int64)
-    start = None if target is None else (-target).tolist()
+    total = float(np.cumsum(s)[-1]) if n else 0.0
+    start = None if shares is None else (-total * shares).tolist()
     if equal_count:
         _place_equal(s, k, method, part, start)
     else:
         _place(s, k, method, part, start)
     ld = np.bincount(part, weights=s, minlength=k).astype(np.float64)
     if refine and n > 1 and k > 1:
-        if target is None:
+        if shares is None:
             _refine(s, part, ld, k, equal_count, _bound(s, k, equal_count, pigeonhole=True))
-        else:
-            sp = target / float(np.cumsum(target)[-1])  # speeds as shares: times in units of the total
-            even = float(np.cumsum(s)[-1])
-            bound = max(float(s[0]) / float(sp.max()), even)
-            _refine_speeds(s, part, ld, sp, equal_count, bound, _REFINE_TOL * even)
+        else:  # times load / share: all equal to the total when every part finishes together
+            bound = max(float(s[0]) / float(shares.max()), total)
+            _refine_speeds(s, part, ld, shares, equal_count, bound, _REFINE_TOL * total)
         # Sums in a fixed order, so every rank holds bit-identical loads.
         ld = np.bincount(part, weights=s, minlength=k).astype(np.float64)
     return part, ld
@@ -625,8 +625,7 @@ def partition(costs: object, nparts: int, equal_count: bool = False, method: str
     if k == 1 or n == 0:
         part = np.zeros(n, dtype=np.int64)
     elif sp is not None:  # (a fast part may take two samples where there are fewer than parts)
-        target = float(np.cumsum(s)[-1]) * sp / float(np.cumsum(sp)[-1])
-        part, _ = _solve(s, k, "lpt", bool(equal_count), refine, target)
+        part, _ = _solve(s, k, "lpt", bool(equal_count), refine, sp / float(np.cumsum(sp)[-1]))
     elif n <= k:
         part = np.arange(n, dtype=np.int64)
     elif method == "auto":

@@ -169,6 +169,10 @@ class ErrorBoundedCodec(Codec):
         if not self.bypass or self.link_gbps is None:
             return True
         raw, codec = self._seconds_per_byte(table)
+        return self._saves(raw, codec)
+
+    def _saves(self, raw: float, codec: float) -> bool:
+        """Whether the codec's time per byte beats the raw transfer's by at least `margin` of it."""
         return codec < raw * (1.0 - self.margin)
 
     def _probe_due(self, table: int, step: int) -> bool:
@@ -195,7 +199,7 @@ class ErrorBoundedCodec(Codec):
         gain = cost = 0.0
         for table, cols in shards:
             raw, codec = self._seconds_per_byte(table)
-            if codec < raw * (1.0 - self.margin):
+            if self._saves(raw, codec):
                 gain += cols * (raw - codec)
             else:
                 cost += cols * 2 / COPY_Bps

@@ -32,6 +32,15 @@ static unsigned class_at(const uint8_t *map, uint64_t map_bytes, uint32_t u, uns
     return (v >> (bit & 7)) & ((1u << w) - 1);
 }
 
+/* The symbol histogram of class c of k: the groups from *g on whose bound is within the class's cut
+ * (*g advances past them, so calling for c = 0, 1, ... walks the groups once). */
+static void class_histogram(uint64_t (*hist)[256], const unsigned *bounds, unsigned nb, unsigned cut,
+                            unsigned *g, uint64_t merged[256]) {
+    memset(merged, 0, 256 * sizeof merged[0]);
+    for (; *g < nb && bounds[*g] <= cut; (*g)++)
+        for (unsigned s = 0; s < 256; s++) merged[s] += hist[*g][s];
+}
+
 uint64_t pmc_codec_classes_max_bytes(uint64_t n_sym, uint32_t unique) {
     return 1 + pmc_codec_packed_bytes(unique, 2) + MAX_CLASSES * pmc_codec_huffman_max_bytes(n_sym);
 }
@@ -104,9 +113,7 @@ int pmc_codec_classes_encode(pmc_codec_ctx *ctx, uint32_t unique, uint32_t cols,
         uint64_t size = 1 + pmc_codec_packed_bytes(unique, class_bits(k)), merged[256];
         unsigned g = 0;
         for (unsigned c = 0; c < k; c++) {
-            memset(merged, 0, sizeof merged);
-            for (; g < nb && bounds[g] <= cut[k][c]; g++)
-                for (unsigned s = 0; s < 256; s++) merged[s] += hist[g][s];
+            class_histogram(hist, bounds, nb, cut[k][c], &g, merged);
             size += pmc_codec_huffman_cost(merged);
         }
         if (size < best) {
@@ -136,9 +143,8 @@ int pmc_codec_classes_encode(pmc_codec_ctx *ctx, uint32_t unique, uint32_t cols,
      * histograms counted above. */
     pmc_huffman_encoder enc;
     for (unsigned c = 0, g = 0; c < k; c++) {
-        uint64_t merged[256] = {0};
-        for (; g < nb && bounds[g] <= cut[k][c]; g++)
-            for (unsigned s = 0; s < 256; s++) merged[s] += hist[g][s];
+        uint64_t merged[256];
+        class_histogram(hist, bounds, nb, cut[k][c], &g, merged);
         pmc_codec_huffman_begin(&enc, merged, out + at);
         for (uint32_t u = 0; u < unique; u++)
             if (cls[u] == c) pmc_codec_huffman_put(&enc, bytes + (size_t)u * cols * 2, cols, 2);

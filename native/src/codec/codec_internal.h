@@ -114,7 +114,7 @@ typedef struct {
     uint8_t *out;
     int single; /* one distinct symbol: mode 1, no stream */
 } pmc_huffman_encoder;
-uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out);
+void pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out);
 void pmc_codec_huffman_put(pmc_huffman_encoder *e, const uint8_t *in, uint64_t n, size_t stride);
 uint64_t pmc_codec_huffman_end(pmc_huffman_encoder *e);
 /* The bytes of the block pmc_codec_huffman_encode would write for symbols of these frequencies. */

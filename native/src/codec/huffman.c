@@ -120,7 +120,7 @@ uint64_t pmc_codec_huffman_cost(const uint64_t freq[256]) {
     return head_bytes((unsigned)top + 1) + (bits + 7) / 8;
 }
 
-uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out) {
+void pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256], uint8_t *out) {
     int distinct = 0, only = 0;
     for (int s = 0; s < 256; s++)
         if (freq[s]) {
@@ -133,7 +133,7 @@ uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256
         out[1] = (uint8_t)only;
         e->single = 1;
         e->w = (pmc_bitwriter){.p = out + 2};
-        return out;
+        return;
     }
     e->single = 0;
     memset(e->code, 0, sizeof e->code);
@@ -145,7 +145,6 @@ uint8_t *pmc_codec_huffman_begin(pmc_huffman_encoder *e, const uint64_t freq[256
     for (unsigned k = 0; k < (span + 1) / 2; k++)
         out[2 + k] = (uint8_t)(e->len[2 * k] | ((2 * k + 1 < 256 ? e->len[2 * k + 1] : 0) << 4));
     e->w = (pmc_bitwriter){.p = out + head_bytes(span)};
-    return out;
 }
 
 void pmc_codec_huffman_put(pmc_huffman_encoder *e, const uint8_t *in, uint64_t n, size_t stride) {
