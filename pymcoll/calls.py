@@ -11,9 +11,12 @@ non-blocking and the persistent forms.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 from typing import Any, Callable, Optional
 
+import numpy as np
 from mpi4py import MPI
 
 from . import buffers, elements
@@ -49,6 +52,33 @@ def _delegated(coll: int, method: str, *args: Any) -> Call:
     return call
 
 
+def _device_aware(coll: int, method: str) -> Callable[[Callable[..., Call]], Callable[..., Call]]:
+    """A prepare function whose calls with device memory (CUDA array
+    interface, DLPack on a device) run in the wrapped MPI communicator with
+    the arguments as given, as mpi4py would run them."""
+
+    def wrap(prepare: Callable[..., Call]) -> Callable[..., Call]:
+        sig = inspect.signature(prepare)
+
+        @functools.wraps(prepare)
+        def run(comm: Any, *args: Any, **kwargs: Any) -> Call:
+            try:
+                return prepare(comm, *args, **kwargs)
+            except buffers.DeviceBuffer:
+                bound = sig.bind(comm, *args, **kwargs)
+                bound.apply_defaults()
+                return _delegated(coll, method, *list(bound.arguments.values())[1:])
+
+        return run
+
+    return wrap
+
+
+def _no_data(spec: Any) -> bool:
+    """MPI.IN_PLACE, or None where mpi4py reads None as MPI.IN_PLACE."""
+    return spec is _IN_PLACE or spec is None
+
+
 def _check_root(root: Any, what: str, size: int) -> int:
     # Any integer type mpi4py takes (numpy integers too), but not bool.
     if isinstance(root, bool):
@@ -64,6 +94,7 @@ def _check_root(root: Any, what: str, size: int) -> int:
 
 
 def _msg(comm: Any, spec: Any, arg: str, writable: bool, blocks: Optional[int] = None) -> buffers.Message:
+    # None here is neither MPI.IN_PLACE nor an argument MPI ignores (callers handle those).
     if spec is None:
         raise TypeError(f"{arg}: a buffer is required here, got None")
     return buffers.message(spec, arg, writable=writable, comm=comm._mpi, blocks=blocks)
@@ -104,6 +135,7 @@ def prepare_barrier(comm: Any) -> Call:
     return Call(lib.PMC_COLL_BARRIER)
 
 
+@_device_aware(lib.PMC_COLL_BCAST, "Bcast")
 def prepare_bcast(comm: Any, buf: Any, root: int = 0) -> Call:
     root = _check_root(root, "Bcast", comm._size)
     call = Call(lib.PMC_COLL_BCAST)
@@ -117,6 +149,7 @@ def prepare_bcast(comm: Any, buf: Any, root: int = 0) -> Call:
     return call
 
 
+@_device_aware(lib.PMC_COLL_GATHER, "Gather")
 def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
     root = _check_root(root, "Gather", comm._size)
     call = Call(lib.PMC_COLL_GATHER)
@@ -127,12 +160,12 @@ def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call
         recv = _msg(comm, recvbuf, "recvbuf", writable=True, blocks=comm._size)
         _keep_recv(call, recv)
         a.recvbuf = recv.ptr
-    if sendbuf is _IN_PLACE:
-        if not is_root:
-            raise ValueError("sendbuf: only the root of Gather may pass MPI.IN_PLACE")
+    if is_root and _no_data(sendbuf):
         if recv.unpack_to is not None:
             raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
         a.in_place, a.count = 1, recv.nbytes
+    elif sendbuf is _IN_PLACE:
+        raise ValueError("sendbuf: only the root of Gather may pass MPI.IN_PLACE")
     else:
         send = _msg(comm, sendbuf, "sendbuf", writable=False)
         _keep_send(call, send)
@@ -145,6 +178,7 @@ def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call
     return call
 
 
+@_device_aware(lib.PMC_COLL_GATHERV, "Gatherv")
 def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
     root = _check_root(root, "Gatherv", comm._size)
     call = Call(lib.PMC_COLL_GATHERV)
@@ -157,10 +191,10 @@ def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
         a.recvbuf = recv.ptr
         a.recvcounts = _u64(call, recv.counts)
         a.rdispls = _u64(call, recv.displs)
-    if sendbuf is _IN_PLACE:
-        if not is_root:
-            raise ValueError("sendbuf: only the root of Gatherv may pass MPI.IN_PLACE")
+    if is_root and _no_data(sendbuf):
         a.in_place, a.count = 1, recv.counts[root]
+    elif sendbuf is _IN_PLACE:
+        raise ValueError("sendbuf: only the root of Gatherv may pass MPI.IN_PLACE")
     else:
         send = _msg(comm, sendbuf, "sendbuf", writable=False)
         _keep_send(call, send)
@@ -171,6 +205,7 @@ def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
     return call
 
 
+@_device_aware(lib.PMC_COLL_SCATTER, "Scatter")
 def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
     root = _check_root(root, "Scatter", comm._size)
     call = Call(lib.PMC_COLL_SCATTER)
@@ -184,10 +219,10 @@ def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
         if send.unpack_to is None and send.capacity < send.nbytes * comm._size:
             raise ValueError(f"sendbuf: Scatter needs {send.nbytes * comm._size} bytes at the root, "
                              f"the buffer holds {send.capacity}")
-    if recvbuf is _IN_PLACE:
-        if not is_root:
-            raise ValueError("recvbuf: only the root of Scatter may pass MPI.IN_PLACE")
+    if is_root and _no_data(recvbuf):
         a.in_place, a.count = 1, send.nbytes
+    elif recvbuf is _IN_PLACE:
+        raise ValueError("recvbuf: only the root of Scatter may pass MPI.IN_PLACE")
     else:
         recv = _msg(comm, recvbuf, "recvbuf", writable=True)
         _keep_recv(call, recv)
@@ -197,6 +232,7 @@ def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
     return call
 
 
+@_device_aware(lib.PMC_COLL_SCATTERV, "Scatterv")
 def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
     root = _check_root(root, "Scatterv", comm._size)
     call = Call(lib.PMC_COLL_SCATTERV)
@@ -209,10 +245,10 @@ def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Ca
         a.sendbuf = send.ptr
         a.sendcounts = _u64(call, send.counts)
         a.sdispls = _u64(call, send.displs)
-    if recvbuf is _IN_PLACE:
-        if not is_root:
-            raise ValueError("recvbuf: only the root of Scatterv may pass MPI.IN_PLACE")
+    if is_root and _no_data(recvbuf):
         a.in_place, a.count = 1, send.counts[root]
+    elif recvbuf is _IN_PLACE:
+        raise ValueError("recvbuf: only the root of Scatterv may pass MPI.IN_PLACE")
     else:
         recv = _msg(comm, recvbuf, "recvbuf", writable=True)
         _keep_recv(call, recv)
@@ -223,6 +259,7 @@ def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Ca
     return call
 
 
+@_device_aware(lib.PMC_COLL_ALLGATHER, "Allgather")
 def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     call = Call(lib.PMC_COLL_ALLGATHER)
     a = call.args
@@ -230,7 +267,7 @@ def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     recv = _msg(comm, recvbuf, "recvbuf", writable=True, blocks=size)
     _keep_recv(call, recv)
     a.recvbuf = recv.ptr
-    if sendbuf is _IN_PLACE:
+    if _no_data(sendbuf):
         if recv.unpack_to is not None:
             raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
         a.in_place, a.count = 1, recv.nbytes
@@ -246,6 +283,7 @@ def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     return call
 
 
+@_device_aware(lib.PMC_COLL_ALLGATHERV, "Allgatherv")
 def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     call = Call(lib.PMC_COLL_ALLGATHERV)
     a = call.args
@@ -255,7 +293,7 @@ def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     a.recvcounts = _u64(call, recv.counts)
     a.rdispls = _u64(call, recv.displs)
     me = comm._rank
-    if sendbuf is _IN_PLACE:
+    if _no_data(sendbuf):
         a.in_place, a.count = 1, recv.counts[me]
     else:
         send = _msg(comm, sendbuf, "sendbuf", writable=False)
@@ -267,6 +305,7 @@ def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     return call
 
 
+@_device_aware(lib.PMC_COLL_ALLTOALL, "Alltoall")
 def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     call = Call(lib.PMC_COLL_ALLTOALL)
     a = call.args
@@ -274,7 +313,7 @@ def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     recv = _msg(comm, recvbuf, "recvbuf", writable=True, blocks=size)
     _keep_recv(call, recv)
     a.recvbuf = recv.ptr
-    if sendbuf is _IN_PLACE:
+    if _no_data(sendbuf):
         if recv.unpack_to is not None:
             raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
         a.in_place, a.count = 1, recv.nbytes
@@ -290,6 +329,7 @@ def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     return call
 
 
+@_device_aware(lib.PMC_COLL_ALLTOALLV, "Alltoallv")
 def prepare_alltoallv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     call = Call(lib.PMC_COLL_ALLTOALLV)
     a = call.args
@@ -299,7 +339,7 @@ def prepare_alltoallv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
     a.recvcounts = _u64(call, recv.counts)
     a.rdispls = _u64(call, recv.displs)
     me = comm._rank
-    if sendbuf is _IN_PLACE:
+    if _no_data(sendbuf):
         if recv.unpack_to is not None:
             raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
         a.in_place = 1
@@ -345,9 +385,9 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
     recv = None
     if receives and recvbuf is not None:
         recv = _msg(comm, recvbuf, "recvbuf", writable=True)
-    elif receives and (coll != lib.PMC_COLL_EXSCAN or comm._rank > 0):
+    elif receives:
         raise TypeError(f"recvbuf: {what} needs a receive buffer on this rank, got None")
-    if sendbuf is _IN_PLACE:
+    if sendbuf is _IN_PLACE or (receives and sendbuf is None):
         if root is not None and not receives:
             raise ValueError(f"sendbuf: only the root of {what} may pass MPI.IN_PLACE")
         if recv is None:
@@ -380,12 +420,7 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
         raise ValueError(f"sendbuf: {ref.nbytes} bytes are not a whole number of {esize}-byte elements")
     in_count = ref.nbytes // esize
     if coll == lib.PMC_COLL_REDUCE_SCATTER:
-        if recvcounts is None:
-            if in_count % size:
-                raise ValueError(f"recvcounts: not given, and the {in_count} input elements do not split "
-                                 f"evenly over {size} ranks; pass recvcounts")
-            recvcounts = [in_count // size] * size
-        counts = buffers._int_list(recvcounts, "recvcounts", "recvcounts", size)
+        counts = _reduce_scatter_counts(comm, recvcounts, send, recv, esize)
         if sum(counts) != in_count:
             raise ValueError(f"recvcounts: they add up to {sum(counts)} elements but the input holds {in_count}")
         a.recvcounts = _u64(call, counts)
@@ -410,28 +445,56 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
     return call
 
 
+def _reduce_scatter_counts(comm: Any, recvcounts: Any, send: Any, recv: Any, esize: int) -> list:
+    """Reduce_scatter's counts: as given, or (None, as mpi4py does) every
+    rank's receive buffer length, gathered from all ranks."""
+    size = comm._size
+    if recvcounts is None:
+        if send is None:
+            raise TypeError("recvcounts: required with MPI.IN_PLACE (the receive buffer then holds the "
+                            "whole input); pass one count per rank")
+        mine = np.array([recv.nbytes // esize], dtype=np.int64)
+        every = np.empty(size, dtype=np.int64)
+        comm.Allgather(mine, every)
+        return every.tolist()
+    if not hasattr(recvcounts, "__len__"):
+        raise TypeError(f"recvcounts: expected a sequence of {size} counts (one per rank) or None, "
+                        f"got {type(recvcounts).__name__}")
+    counts = buffers.int_list(recvcounts, "recvcounts", "recvcounts", size)
+    bad = [v for v in counts if v < 0]
+    if bad:
+        raise ValueError(f"recvcounts: recvcounts must be >= 0, got {bad[0]}")
+    return counts
+
+
+@_device_aware(lib.PMC_COLL_ALLREDUCE, "Allreduce")
 def prepare_allreduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
     return _reduction(comm, lib.PMC_COLL_ALLREDUCE, sendbuf, recvbuf, op, None, True, 1)
 
 
+@_device_aware(lib.PMC_COLL_REDUCE, "Reduce")
 def prepare_reduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> Call:
     root = _check_root(root, "Reduce", comm._size)
     return _reduction(comm, lib.PMC_COLL_REDUCE, sendbuf, recvbuf, op, root, comm._rank == root, 1)
 
 
+@_device_aware(lib.PMC_COLL_REDUCE_SCATTER_BLOCK, "Reduce_scatter_block")
 def prepare_reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
     return _reduction(comm, lib.PMC_COLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, op, None, True, comm._size)
 
 
+@_device_aware(lib.PMC_COLL_REDUCE_SCATTER, "Reduce_scatter")
 def prepare_reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
                            op: Any = MPI.SUM) -> Call:
     return _reduction(comm, lib.PMC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, op, None, True, comm._size,
                       recvcounts=recvcounts)
 
 
+@_device_aware(lib.PMC_COLL_SCAN, "Scan")
 def prepare_scan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
     return _reduction(comm, lib.PMC_COLL_SCAN, sendbuf, recvbuf, op, None, True, 1)
 
 
+@_device_aware(lib.PMC_COLL_EXSCAN, "Exscan")
 def prepare_exscan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
     return _reduction(comm, lib.PMC_COLL_EXSCAN, sendbuf, recvbuf, op, None, True, 1)

@@ -696,7 +696,11 @@ class Comm:
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,  # noqa: N802
                        op: Any = MPI.SUM) -> None:
         """Reduce `sendbuf` with `op`; rank i gets recvcounts[i] elements of the result
-        (recvcounts None: equal blocks)."""
+        (recvcounts None: each rank's count is the length of its own `recvbuf`, as in mpi4py)."""
+        if recvcounts is None:
+            # The counts come from every rank's receive buffer: gathered on each call.
+            self._run(calls.prepare_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op))
+            return
         extra = (_snap(recvcounts), id(op))
         if not self._recall("Reduce_scatter", sendbuf, recvbuf, extra):
             self._prepare_and_run("Reduce_scatter", sendbuf, recvbuf, extra, calls.prepare_reduce_scatter,

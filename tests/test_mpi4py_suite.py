@@ -1,0 +1,118 @@
+"""mpi4py's own collective test suite, run against pymcoll.Comm.
+
+The suite is the ``test/`` folder of the sdist of the installed mpi4py
+version, downloaded from PyPI when the tests start (or taken from
+``PYMCOLL_MPI4PY_SUITE=DIR``); nothing of it is kept in this repository. Each
+configuration runs the modules twice under mpiexec: unchanged (the
+reference) and with every test's communicator replaced by a pymcoll.Comm
+over a fresh duplicate (mpi_programs/mpi4py_suite.py). The pymcoll run must
+pass every test the reference runs, skip exactly what the reference skips,
+and finish within its timeout.
+
+CI runs 2 ranks and 4 ranks across virtual nodes of 2 (and 2 ranks again on
+the Open MPI route); the other configurations carry the ``slow`` marker and
+run outside CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import CI, mpiexec_command, mpi_env, TESTS_DIR
+
+MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf",
+           "test_cco_pr_vec", "test_cco_obj")
+
+
+@pytest.fixture(scope="session")
+def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test/ folder of the installed mpi4py version's sdist."""
+    given = os.environ.get("PYMCOLL_MPI4PY_SUITE")
+    if given:
+        return Path(given)
+    import mpi4py
+
+    version = mpi4py.__version__
+    where = tmp_path_factory.mktemp("mpi4py-sdist")
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+           "-d", str(where), f"mpi4py=={version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    archives = sorted(where.glob("mpi4py-*.tar.gz"))
+    if proc.returncode != 0 or not archives:
+        pytest.fail(f"could not download the mpi4py {version} sdist from PyPI ({' '.join(cmd)}):\n"
+                    f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}\nSet PYMCOLL_MPI4PY_SUITE to its test/ folder "
+                    f"to run offline.")
+    with tarfile.open(archives[0]) as tar:
+        members = [m for m in tar.getmembers() if m.name.split("/")[1:2] == ["test"]]
+        tar.extractall(where, members=members, filter="data")
+    test_dir = where / f"mpi4py-{version}" / "test"
+    assert (test_dir / "test_cco_buf.py").is_file(), f"no test_cco_buf.py in {test_dir}"
+    return test_dir
+
+
+def _run(n: int, suite: Path, out: Path, env: dict[str, str | None], plain: bool, timeout: float) -> dict:
+    cmd = mpiexec_command(n) + [sys.executable, "-m", "mpi_programs.mpi4py_suite", str(suite), str(out)]
+    cmd += (["--plain"] if plain else []) + list(MODULES)
+    try:
+        proc = subprocess.run(cmd, cwd=TESTS_DIR, env=mpi_env(env), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        last = {}
+        for log in sorted(out.glob("rank*.jsonl")):
+            lines = log.read_text().splitlines()
+            last[log.name] = lines[-1] if lines else "(no test started)"
+        pytest.fail(f"{' '.join(cmd)} hung for {timeout} s; last line per rank: {last}")
+    summary = [line for line in proc.stdout.splitlines() if line.startswith('{"outcomes"')]
+    if proc.returncode != 0 or not summary:
+        pytest.fail(f"{' '.join(cmd)} exited with {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                    f"\n--- stderr\n{proc.stderr[-6000:]}")
+    return json.loads(summary[0])
+
+
+def _verdicts(result: dict) -> dict[str, str]:
+    """One outcome per test: the same on every rank, else the worst."""
+    order = ("pass", "skip", "xfail", "upass", "missing", "fail", "error")
+    return {tid: max(outs, key=order.index) for tid, outs in result["outcomes"].items()}
+
+
+CONFIGS = [
+    pytest.param(2, {}, id="np2"),
+    pytest.param(4, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_NODE_LAYOUT": "block"}, id="np4-nodes2-block"),
+] + [
+    pytest.param(n, env, id=name, marks=[pytest.mark.slow,
+                                         pytest.mark.skipif(CI, reason="runs outside CI (slow marker)")])
+    for name, n, env in (
+        ("np1", 1, {}), ("np3", 3, {}), ("np4", 4, {}),
+        ("np4-nodes2-cyclic", 4, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_NODE_LAYOUT": "cyclic"}),
+        ("np5-nodes2-block", 5, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_NODE_LAYOUT": "block"}),
+        ("np5-nodes2-cyclic", 5, {"PYMCOLL_NODE_SIZE": "2", "PYMCOLL_NODE_LAYOUT": "cyclic"}),
+    )
+]
+
+
+@pytest.mark.parametrize("n,env", CONFIGS)
+def test_mpi4py_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Path) -> None:
+    reference = _verdicts(_run(n, suite_dir, tmp_path / "plain", {}, plain=True, timeout=300))
+    # A short deadline turns a rank left waiting by another's error into a failure, not a hang.
+    result = _run(n, suite_dir, tmp_path / "pymcoll", dict(env, PYMCOLL_TIMEOUT="30"), plain=False,
+                  timeout=240 + 60 * n)
+    ours = _verdicts(result)
+    counts = {k: sum(1 for v in ours.values() if v == k) for k in ("pass", "skip", "fail", "error")}
+    print(f"\nmpi4py suite at {n} ranks {env or ''}: {len(ours)} tests, {counts['pass']} passed, "
+          f"{counts['skip']} skipped; reference: {sum(1 for v in reference.values() if v == 'pass')} passed, "
+          f"{sum(1 for v in reference.values() if v == 'skip')} skipped")
+    assert set(ours) == set(reference), (f"tests only in the reference: {sorted(set(reference) - set(ours))}; "
+                                         f"only with pymcoll: {sorted(set(ours) - set(reference))}")
+    bad = {tid: v for tid, v in ours.items() if v not in ("pass", "skip")}
+    assert not bad, "\n\n".join(f"{tid}: {v}\n{result['details'].get(tid, '')}" for tid, v in sorted(bad.items()))
+    differ = {tid: (reference[tid], ours[tid]) for tid in ours if (ours[tid] == "skip") != (reference[tid] == "skip")}
+    assert not differ, f"skips differ from plain mpi4py (reference, pymcoll): {differ}"
+    # The substitution really happened: every communicator-bound test ran on a pymcoll.Comm.
+    assert min(result["substituted"]) >= counts["pass"] - 10, result["substituted"]
