@@ -225,6 +225,7 @@ class Comm:
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
         self._orphans: list = []  # freed-while-active requests: (handle, call)
+        self._external_seq = 0  # number of the last call run in the wrapped communicator
         self._forget_calls()
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
@@ -325,7 +326,7 @@ class Comm:
         """Blocking run of a prepared call."""
         if call.delegate is not None:
             name, args = call.delegate
-            getattr(self._mpi, name)(*args)
+            self._external(call, 0, getattr(self._mpi, name), args)
             return
         h = self._live_handle(self._name_of(call))
         for step in call.before:
@@ -339,7 +340,11 @@ class Comm:
         """Non-blocking start of a prepared call."""
         if call.delegate is not None:
             name, args = call.delegate
-            return Request(self, ffi.NULL, call, getattr(self._mpi, "I" + name[0].lower() + name[1:])(*args))
+            start = getattr(self._mpi, "I" + name[0].lower() + name[1:])
+            req = Request(self, ffi.NULL, call)
+            req._mpi_request = self._external(call, 1, start, args, end=False)
+            req._external_seq = self._external_seq
+            return req
         req = self._create(call, persistent=False)
         rc = lib.pmc_request_start(req._handle)
         if rc:
@@ -352,6 +357,32 @@ class Comm:
             name, args = call.delegate
             return Prequest(self, ffi.NULL, call, getattr(self._mpi, name + "_init")(*args))
         return self._create(call, persistent=True)
+
+    def _external(self, call: calls.Call, mode: int, fn: Callable[..., Any], args: tuple,
+                  end: bool = True) -> Any:
+        """Run a delegated call in the wrapped communicator, numbered and traced
+        like the core's calls (algorithm "mpi"); mode 0 blocking, 1
+        non-blocking, 2 persistent start. With end=False the record stays
+        open for the request's completion (self._external_seq names it)."""
+        h = self._live_handle(self._name_of(call))
+        seq = lib.pmc_external_begin(h, call.args, mode)
+        self._external_seq = seq
+        try:
+            out = fn(*args)
+        except MPI.Exception:
+            lib.pmc_external_end(h, seq, lib.PMC_ERR_MPI)
+            raise
+        except BaseException:
+            lib.pmc_external_end(h, seq, lib.PMC_ERR_ARG)
+            raise
+        if end:
+            lib.pmc_external_end(h, seq, lib.PMC_OK)
+        return out
+
+    def _external_done(self, seq: int, status: int) -> None:
+        """A delegated request's completion, for its trace record."""
+        if seq and self._handle != ffi.NULL:
+            lib.pmc_external_end(self._handle, seq, status)
 
     def _create(self, call: calls.Call, persistent: bool) -> Any:
         h = self._live_handle(self._name_of(call))

@@ -22,7 +22,8 @@ _test = lib.pmc_request_test
 class Request:
     """A non-blocking collective in flight (``Test``, ``Wait``, ``Free``)."""
 
-    __slots__ = ("_comm", "_handle", "_call", "_done", "_mpi_request", "_after", "_before", "__weakref__")
+    __slots__ = ("_comm", "_handle", "_call", "_done", "_mpi_request", "_external_seq", "_after", "_before",
+                 "__weakref__")
 
     def __init__(self, comm: Any, handle: Any, call: Any, mpi_request: Any = None) -> None:
         self._comm = comm  # keeps the communicator alive while the request is
@@ -30,6 +31,7 @@ class Request:
         self._call = call  # keeps the buffers alive while the core uses them
         self._done = ffi.new("int *")
         self._mpi_request = mpi_request  # a delegated call's mpi4py request
+        self._external_seq = 0  # its open trace record (0: none)
         self._after = tuple(call.after)  # unpacking derived datatypes after completion
         self._before = tuple(call.before)  # packing them again before a persistent start
 
@@ -56,7 +58,7 @@ class Request:
     def Test(self, status: Any = None) -> bool:  # noqa: N802 - mpi4py name
         """Progress the collective without waiting; True once it is complete."""
         if self._mpi_request is not None:
-            return self._mpi_request.Test(status)
+            return self._external_test(status)
         if self._handle is None:
             return True
         rc = _test(self._handle, self._done)
@@ -69,10 +71,34 @@ class Request:
         """Complete the collective (raises the collective's error, if any)."""
         h = self._handle
         if h is None:
-            return True if self._mpi_request is None else self._mpi_request.Wait(status)
+            return True if self._mpi_request is None else self._external_wait(status)
         rc = _wait(h)
         if rc or self._after or type(self) is Request:
             self._completed(rc)
+        return True
+
+    # -- delegated calls (run in the wrapped communicator) ----------------------
+    def _external_finish(self, status: int) -> None:
+        seq, self._external_seq = self._external_seq, 0
+        self._comm._external_done(seq, status)
+
+    def _external_test(self, status: Any) -> bool:
+        try:
+            done = self._mpi_request.Test(status)
+        except BaseException:
+            self._external_finish(lib.PMC_ERR_MPI)
+            raise
+        if done:
+            self._external_finish(lib.PMC_OK)
+        return done
+
+    def _external_wait(self, status: Any) -> bool:
+        try:
+            self._mpi_request.Wait(status)
+        except BaseException:
+            self._external_finish(lib.PMC_ERR_MPI)
+            raise
+        self._external_finish(lib.PMC_OK)
         return True
 
     def Free(self) -> None:  # noqa: N802 - mpi4py name
@@ -144,7 +170,8 @@ class Prequest(Request):
         h = self._handle
         if h is None:
             if self._mpi_request is not None:
-                self._mpi_request.Start()
+                self._comm._external(self._call, 2, self._mpi_request.Start, (), end=False)
+                self._external_seq = self._comm._external_seq
                 return
             raise ValueError("Start: this persistent request was freed; create a new one")
         for step in self._before:

@@ -149,3 +149,18 @@ def test_bad_trace_setting_is_named(name: str, value: str, message: str) -> None
     assert message in proc.stderr, proc.stderr
     # The same settings are good again once fixed.
     assert singleton(PROGRAM + "print('ran')\n", {}).stdout.strip() == "ran"
+
+
+def test_calls_run_in_the_wrapped_communicator_are_recorded_as_mpi(tmp_path: Path) -> None:
+    proc = run_mpi(2, "trace_external", env={"PYMCOLL_TRACE": str(tmp_path)}, timeout=120)
+    assert proc.stdout.count("external ok") == 2, proc.stdout
+    for rank in (0, 1):
+        (comm,) = json.loads((tmp_path / f"rank{rank}.json").read_text())["comms"]
+        recs = comm["records"]
+        assert [r["seq"] for r in recs] == list(range(1, 8)), recs
+        assert all(r["status"] == "ok" for r in recs), recs
+        got = [(r["coll"], r["algorithm"], r["mode"]) for r in recs]
+        assert got[1:6] == [("Allreduce", "mpi", "blocking"), ("Bcast", "mpi", "nonblocking"),
+                            ("Allreduce", "mpi", "persistent"), ("Allreduce", "mpi", "persistent"),
+                            ("Allreduce", "mpi", "blocking")], got
+        assert got[0][1] != "mpi" and got[6][1] != "mpi", got

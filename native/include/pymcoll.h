@@ -217,6 +217,14 @@ int pmc_request_active(const pmc_request *r);
 const char *pmc_request_errmsg(const pmc_request *r);
 /* Moves the communicator's started requests as far as they go without waiting. */
 int pmc_comm_progress(pmc_comm *c);
+/* A collective that runs in the wrapped MPI communicator instead of the
+ * core (device buffers, user-defined ops): it takes the next call number and
+ * a trace record with algorithm "mpi". begin before the MPI call (mode: 0
+ * blocking, 1 non-blocking, 2 persistent start) returns the call's number
+ * (0 if c is NULL); end records its completion status (PMC_OK, or
+ * PMC_ERR_MPI / PMC_ERR_ARG when MPI or its caller raised). */
+uint64_t pmc_external_begin(pmc_comm *c, const pmc_args *a, int mode);
+void pmc_external_end(pmc_comm *c, uint64_t seq, int status);
 /* Name of a PMC_COLL_* code ("?" if unknown). */
 const char *pmc_coll_name(int coll);
 

@@ -237,6 +237,29 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     return rc;
 }
 
+uint64_t pmc_external_begin(pmc_comm *c, const pmc_args *a, int mode)
+{
+    if (c == NULL || a == NULL) return 0;
+    pthread_mutex_lock(&c->lock);
+    const uint64_t seq = ++c->coll_seq;
+    if (c->trace != NULL && c->trace->rec != NULL) {
+        /* No element type or byte count: the core never parsed the buffers. */
+        pmc_trace_record *t = pmc_trace_enter(c->trace, seq, a, 0, 0, pmc_coll_is_rooted(a->coll), mode,
+                                              PMC_TRACE_ALGO_MPI, pmc_trace_ticks());
+        t->t_start = t->t_enqueue;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return seq;
+}
+
+void pmc_external_end(pmc_comm *c, uint64_t seq, int status)
+{
+    if (c == NULL || seq == 0) return;
+    pthread_mutex_lock(&c->lock);
+    if (c->trace != NULL && c->trace->rec != NULL) pmc_trace_end(&c->trace->rec[seq & c->trace->mask], seq, status);
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void *progress_main(void *arg);
 
 int pmc_request_create(pmc_comm *c, const pmc_args *args, int persistent, pmc_request **out)

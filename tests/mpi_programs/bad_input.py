@@ -62,7 +62,7 @@ def body() -> None:
     expect(comm, TypeError, "buf", lambda: comm.Bcast(12))
     expect(comm, TypeError, "buf: buffer holds Python objects", lambda: comm.Bcast(np.array([object()] * 3)))
     expect(comm, TypeError, "recvbuf", lambda: comm.Allgather(np.zeros(2), None))
-    expect(comm, ValueError, "count and displacement", lambda: comm.Bcast([a, -1, MPI.DOUBLE]))
+    expect(comm, ValueError, "buf: negative count -1", lambda: comm.Bcast([a, -1, MPI.DOUBLE]))
 
     f8, c8 = np.ones(4), np.ones(4, np.complex64)
     expect(comm, MPI.Exception, "op", lambda: comm.Allreduce(c8, np.zeros(4, np.complex64), op=MPI.MAX))
