@@ -126,10 +126,15 @@ def _raw(obj: Any, arg: str, writable: bool) -> tuple[Any, int, int, list, Optio
         raise BufferError(f"{arg}: buffer is not contiguous; pass numpy.ascontiguousarray(...) or a copy")
     if writable and mv.readonly:
         raise BufferError(f"{arg}: buffer is read-only; pass a writable buffer to receive into")
-    if mv.nbytes == 0:
-        return ffi.NULL, 0, mv.itemsize, [mv], code_of_object(obj)
-    ptr = ffi.from_buffer(mv, require_writable=False)
-    return ptr, mv.nbytes, mv.itemsize, [mv, ptr], code_of_object(obj)
+    nbytes, itemsize = mv.nbytes, mv.itemsize
+    # The pointer comes from the object, not from the memoryview: a memoryview
+    # with a live export crashes the garbage collector when an argument error's
+    # traceback keeps both in a reference cycle.
+    mv.release()
+    if nbytes == 0:
+        return ffi.NULL, 0, itemsize, [obj], code_of_object(obj)
+    ptr = ffi.from_buffer(obj, require_writable=False)
+    return ptr, nbytes, itemsize, [obj, ptr], code_of_object(obj)
 
 
 def _is_contiguous_type(dt: MPI.Datatype) -> bool:

@@ -381,7 +381,6 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
     a.op = opc
     if root is not None:
         a.root = root
-    size = comm._size
     recv = None
     if receives and recvbuf is not None:
         recv = _msg(comm, recvbuf, "recvbuf", writable=True)
@@ -391,7 +390,7 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
         if root is not None and not receives:
             raise ValueError(f"sendbuf: only the root of {what} may pass MPI.IN_PLACE")
         if recv is None:
-            raise ValueError(f"sendbuf: MPI.IN_PLACE takes the input from recvbuf, which is missing")
+            raise ValueError("sendbuf: MPI.IN_PLACE takes the input from recvbuf, which is missing")
         if recv.unpack_to is not None:
             raise ValueError("sendbuf: MPI.IN_PLACE needs a contiguous datatype in recvbuf")
         send = None

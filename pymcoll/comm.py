@@ -58,12 +58,14 @@ def _snap(value: Any) -> Any:
     (the caller may change its lists in place), other objects by identity
     (the recall cache keeps them alive, so the identity cannot be reused)."""
     t = type(value)
+    # Tagged by type: a tuple and a list of the same numbers mean different
+    # things in a v-spec ((counts, displs) against counts).
     if t is list:
-        return tuple(value)
+        return list, tuple(value)
     if t is tuple:
-        return tuple([_snap(v) for v in value])
+        return tuple, tuple([_snap(v) for v in value])
     if t is _ndarray:
-        return tuple(value.tolist())
+        return _ndarray, tuple(value.tolist())
     if t is int or value is None:
         return value
     return id(value)

@@ -47,15 +47,14 @@ _FLAG_READ_ONLY = 1
 _KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLPack type code -> numpy kind
 _BFLOAT = 4
 
-_capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_get.restype = ctypes.c_void_p
-_capsule_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_valid.restype = ctypes.c_int
-_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
-_capsule_rename.restype = ctypes.c_int
-_capsule_rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Private prototypes: setting argtypes on ctypes.pythonapi's shared function
+# objects would change them for every other library in the process.
+_capsule_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", ctypes.pythonapi))
 # Names a consumer gives a capsule it took (the DLPack protocol's): kept
 # alive here because the capsule keeps the pointer, not a copy.
 _USED = b"used_dltensor"

@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 import pymcoll
 
-from .common import main
+from .common import gapped, main
 
 D = MPI.DOUBLE
 K = 3  # elements per block in the bad calls
@@ -58,15 +58,6 @@ def strided(count: int, dtype: Any = np.float64) -> np.ndarray:
 
 def c16(count: int) -> np.ndarray:
     return np.ones(count, np.complex128)
-
-
-def gapped(counts: list[int]) -> tuple[list[int], int]:
-    """Displacements leaving one unused element after each block, and the total length."""
-    displs, at = [], 0
-    for c in counts:
-        displs.append(at)
-        at += c + 1
-    return displs, at
 
 
 # -- running a collective in one of its forms ----------------------------------

@@ -88,3 +88,12 @@ def main(body: Callable[[], None]) -> None:
         traceback.print_exc()
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)
+
+
+def gapped(counts: list[int]) -> tuple[list[int], int]:
+    """Displacements leaving one unused element after each block, and the total length."""
+    displs, at = [], 0
+    for c in counts:
+        displs.append(at)
+        at += c + 1
+    return displs, at
