@@ -191,16 +191,18 @@ def _items(spec: Any, arg: str, vector: bool) -> tuple[Any, Any, Any, Any]:
         return spec, None, None, None
     n = len(spec)
     what = "counts, displacements" if vector else "count, displacement"
+    # In the block form a list there is the pair too (a block has one count).
+    pair = tuple if vector else (tuple, list)
     if n == 2:
         buf, x = spec
         if x is None or _is_type(x):
             return buf, None, None, x
-        if isinstance(x, tuple):
+        if isinstance(x, pair):
             return (buf, *_pair(x, arg, what), None)
         return buf, x, None, None
     if n == 3:
         buf, x, dt = spec
-        if isinstance(x, tuple):
+        if isinstance(x, pair):
             return (buf, *_pair(x, arg, what), dt)
         return buf, x, None, dt
     if n == 4:
@@ -366,10 +368,12 @@ def vmessage(spec: Any, arg: str, *, writable: bool, comm: MPI.Comm, size: int,
     if counts is None:
         if capacity is None:
             raise ValueError(f"{arg}: MPI.BOTTOM needs explicit counts")
-        if extent <= 0 or capacity % extent or (capacity // extent) % size:
-            raise ValueError(f"{arg}: cannot split {capacity} bytes into {size} equal blocks of "
-                             f"{extent}-byte elements; give the counts: [buf, counts, displs, datatype]")
-        counts = [capacity // extent // size] * size
+        if extent <= 0 or capacity % extent:
+            raise ValueError(f"{arg}: {capacity} bytes are not a whole number of {extent}-byte elements; "
+                             f"give the counts: [buf, counts, displs, datatype]")
+        # As mpi4py: the first (elements % size) ranks get one element more.
+        whole, extra = divmod(capacity // extent, size)
+        counts = [whole + (i < extra) for i in range(size)]
     counts = _counts(counts, arg, size)
     displs = _displs(displs, counts, arg, size)
     used = [(n, d) for n, d in zip(counts, displs) if n > 0]

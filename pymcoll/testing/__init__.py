@@ -13,7 +13,11 @@ for every collective of MPI's buffer API and a watchdog for hangs::
         print(report)
 
 Run it under mpiexec. The same works for a plain mpi4py communicator or any
-object with mpi4py's method names and arguments.
+object with mpi4py's method names and arguments. ``spec_forms=True`` also
+draws mpi4py's other ways of writing the same arguments (vector specs'
+shapes, integer counts and strides, typecode strings, None for
+MPI.IN_PLACE, ...), and ``compare_wrapped=True`` runs the examples on the
+mpi4py communicator a pymcoll.Comm wraps too, requiring the same bytes.
 """
 
 try:
@@ -21,9 +25,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("pymcoll.testing needs hypothesis: pip install 'pymcoll[test]'") from exc
 
-from .case import COLLECTIVES, OPS, Case, mpi_dtypes, mpi_type, ops_for
+from .case import COLLECTIVES, OPS, Case, mpi_dtypes, mpi_type, ops_for, stride_gaps
 from .check import LAYOUTS, Failure, Report, check, run_case
-from .execute import write_past
+from .execute import build, vector_spec, write_past
 from .oracle import expected, reduce_arrays
 from .runner import HANG_EXIT, Watchdog, run_property
 from .strategies import cases
@@ -31,5 +35,5 @@ from .strategies import cases
 __all__ = [
     "check", "run_case", "Report", "Failure", "Case", "cases", "expected", "reduce_arrays",
     "run_property", "Watchdog", "LAYOUTS", "COLLECTIVES", "OPS", "HANG_EXIT", "mpi_dtypes",
-    "ops_for", "mpi_type", "write_past",
+    "ops_for", "mpi_type", "write_past", "build", "vector_spec", "stride_gaps",
 ]

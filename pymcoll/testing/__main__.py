@@ -56,6 +56,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--layouts", default="world", help="comma list: world, halves, reversed, all-but-first")
     p.add_argument("--deadline", type=float, default=60.0, help="seconds per example before the watchdog aborts")
     p.add_argument("--no-in-place", action="store_true", help="never draw the MPI.IN_PLACE forms")
+    p.add_argument("--spec-forms", action="store_true",
+                   help="also draw mpi4py's other argument forms (vector spec shapes, integer counts and strides, "
+                        "typecodes, None for MPI.IN_PLACE, ...)")
+    p.add_argument("--compare-wrapped", action="store_true",
+                   help="also run every example on the implementation's wrapped mpi4py communicator (impl.mpi) "
+                        "and require identical receive bytes")
     p.add_argument("--json", action="store_true", help="print the report as JSON (rank 0)")
     p.add_argument("--np", type=int, default=None, help="ranks when it starts itself (default min(CPUs, 4))")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds for a self-started job")
@@ -87,7 +93,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         report = check(impl, world, args.collectives.split(",") if args.collectives else None,
                        args.examples, dtypes=args.dtypes.split(",") if args.dtypes else None,
                        max_bytes=max_bytes, thresholds=thresholds, in_place=not args.no_in_place,
-                       layouts=[x for x in args.layouts.split(",") if x], deadline=args.deadline)
+                       layouts=[x for x in args.layouts.split(",") if x], deadline=args.deadline,
+                       spec_forms=args.spec_forms, compare_wrapped=args.compare_wrapped)
     except (ValueError, TypeError) as exc:
         if world.Get_rank() == 0:
             print(f"pymcoll.testing: {exc}", file=sys.stderr)

@@ -1,15 +1,15 @@
 """One collective call described by plain values, and everything needed to run it.
 
 A :class:`Case` holds only numbers and names (collective, dtype, counts, root,
-op, in-place, seed). Every rank rebuilds every rank's input from the seed, so
-ranks agree on a case without sending data, and the oracle can compute the
-expected result of every rank locally.
+op, in-place, seed, and how the buffer specs are written). Every rank rebuilds
+every rank's input from the seed, so ranks agree on a case without sending
+data, and the oracle can compute the expected result of every rank locally.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from mpi4py import MPI
@@ -24,6 +24,24 @@ REDUCING = frozenset({"Reduce", "Allreduce", "Reduce_scatter_block", "Reduce_sca
 VECTOR = frozenset({"Scatterv", "Gatherv", "Allgatherv", "Alltoallv", "Reduce_scatter"})
 # MPI defines an in-place form for every collective but these two.
 NO_IN_PLACE = frozenset({"Barrier", "Bcast"})
+# Collectives whose buffers are vector specs ([buf, counts, displs, datatype]).
+VECTOR_SPEC = frozenset({"Scatterv", "Gatherv", "Allgatherv", "Alltoallv"})
+# Collectives with an argument MPI ignores off the root: Gather(v)'s recvbuf,
+# Scatter(v)'s sendbuf, Reduce's recvbuf.
+IGNORED_OFF_ROOT = frozenset({"Gather", "Gatherv", "Scatter", "Scatterv", "Reduce"})
+
+# How a case writes its buffer specs (mpi4py accepts each of these); the
+# first of each is the default, the plain form.
+SPEC_SHAPES = ("full", "pair", "short")
+COUNTS_FORMS = ("list", "int", "none")
+DISPLS_FORMS = ("list", "stride", "none")
+DTYPE_FORMS = ("datatype", "typecode", "none")
+IN_PLACE_FORMS = ("IN_PLACE", "None")
+IGNORED_FORMS = ("None", "buffer")
+_FORM_FIELDS = {
+    "spec": SPEC_SHAPES, "counts_as": COUNTS_FORMS, "displs_as": DISPLS_FORMS, "dtype_as": DTYPE_FORMS,
+    "in_place_as": IN_PLACE_FORMS, "ignored_as": IGNORED_FORMS,
+}
 
 OPS = ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
 
@@ -87,6 +105,35 @@ class Case:
     ``counts[i*size + j]`` elements from rank i to rank j (Alltoallv); ``gaps``
     holds the unused elements before each block, which makes displacements
     that are not packed. ``size`` is the communicator size the case is for.
+
+    The last fields say how the arguments are written, each one of mpi4py's
+    equivalent forms (the defaults are the plain ones):
+
+    spec: shape of a vector spec (Scatterv, Gatherv, Allgatherv, Alltoallv):
+        ``"full"`` ``[buf, counts, displs, datatype]``, ``"pair"`` ``[buf,
+        (counts, displs), datatype]``, ``"short"`` ``[buf, counts,
+        datatype]`` (needs ``displs_as="none"``; with ``counts_as="none"``
+        it is ``[buf, datatype]``). Without a datatype (``dtype_as="none"``)
+        the pair and short shapes drop the item: ``[buf, (counts, displs)]``,
+        ``[buf, counts]``, and the bare buffer.
+    counts_as: ``"list"`` one count per rank, ``"int"`` one integer for every
+        rank (the counts of each spec must be equal), ``"none"`` None: equal
+        blocks filling the buffer exactly (equal counts, no gaps). For
+        Reduce_scatter: ``"none"`` passes ``recvcounts=None`` (each rank's
+        count from its receive buffer; not with in_place).
+    displs_as: ``"list"`` one displacement per rank, ``"stride"`` an integer
+        d placing rank i's block at i*d (the layout must be a stride: draw
+        the gaps with :func:`stride_gaps`), ``"none"`` None: blocks back to
+        back (no gaps).
+    dtype_as: the spec's datatype as ``"datatype"`` an MPI.Datatype,
+        ``"typecode"`` its typecode string ('i', 'd', ...), or ``"none"``
+        left out (taken from the buffer; None in the full shape).
+    in_place_as: with in_place, ``"IN_PLACE"`` passes MPI.IN_PLACE,
+        ``"None"`` passes None (mpi4py reads it as MPI.IN_PLACE).
+    ignored_as: the argument MPI ignores off the root (Gather(v)'s recvbuf,
+        Scatter(v)'s sendbuf, Reduce's recvbuf) as ``"None"`` or
+        ``"buffer"``: a buffer laid out as the root's, which must be left
+        untouched.
     """
 
     collective: str
@@ -100,17 +147,57 @@ class Case:
     counts: tuple[int, ...] = ()
     gaps: tuple[int, ...] = ()
     method: str = field(default="", compare=False)
+    spec: str = "full"
+    counts_as: str = "list"
+    displs_as: str = "list"
+    dtype_as: str = "datatype"
+    in_place_as: str = "IN_PLACE"
+    ignored_as: str = "None"
 
     def __post_init__(self) -> None:
         if not self.method:
             object.__setattr__(self, "method", self.collective)
+        for name, allowed in _FORM_FIELDS.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {value!r}")
+        coll = self.collective
+        for name in ("spec", "counts_as", "displs_as", "dtype_as"):
+            takes = coll in VECTOR_SPEC or (name == "counts_as" and coll == "Reduce_scatter")
+            if not takes and getattr(self, name) != _FORM_FIELDS[name][0]:
+                raise ValueError(f"{name}: {coll} has no vector spec; only Scatterv, Gatherv, Allgatherv, "
+                                 f"Alltoallv (and Reduce_scatter's counts_as) take {name}={getattr(self, name)!r}")
+        if self.ignored_as != "None" and coll not in IGNORED_OFF_ROOT:
+            raise ValueError(f"ignored_as: {coll} has no argument MPI ignores off the root")
+        if self.in_place_as != "IN_PLACE" and not (self.in_place and coll not in NO_IN_PLACE):
+            raise ValueError(f"in_place_as: {self.in_place_as!r} writes the in-place form; it needs in_place=True "
+                             f"on a collective that has one")
+        if self.spec == "short" and self.displs_as != "none":
+            raise ValueError(f"spec: 'short' ([buf, counts, datatype]) has no displacements; it needs "
+                             f"displs_as='none', got displs_as={self.displs_as!r}")
+        if self.collective == "Reduce_scatter":
+            if self.counts_as == "int":
+                raise ValueError("counts_as: Reduce_scatter's recvcounts are 'list' or 'none', got 'int'")
+            if self.counts_as == "none" and self.in_place:
+                raise ValueError("counts_as: Reduce_scatter in place needs its recvcounts ('list'); "
+                                 "mpi4py takes them from the receive buffers only when not in place")
 
     def kwargs(self) -> dict[str, Any]:
-        """The case as keyword arguments of :class:`Case`."""
-        d = asdict(self)
+        """The case as keyword arguments of :class:`Case` (the argument forms
+        only where they are not the defaults)."""
+        # Every field holds an immutable value: no need for asdict's deep copies.
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         if d["method"] == d["collective"]:
             del d["method"]
+        for name, allowed in _FORM_FIELDS.items():
+            if d[name] == allowed[0]:
+                del d[name]
         return d
+
+    def forms(self) -> dict[str, str]:
+        """The argument forms (spec, counts_as, ...) that are not the plain defaults."""
+        return {name: getattr(self, name) for name, allowed in _FORM_FIELDS.items()
+                if getattr(self, name) != allowed[0]}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs().items())
@@ -135,6 +222,14 @@ class Case:
     def matrix(self) -> np.ndarray:
         """Alltoallv counts as a size x size array (row: sender)."""
         return np.array(self.counts, dtype=np.int64).reshape(self.size, self.size)
+
+
+def stride_gaps(counts: Sequence[int], stride: int) -> tuple[int, ...]:
+    """Gaps (see :class:`Case`) that place block i at element i*stride; the
+    stride must be at least every count but the last."""
+    if stride < 0 or any(c > stride for c in list(counts)[:-1]):
+        raise ValueError(f"stride: {stride} is smaller than a block (counts {list(counts)}); blocks would overlap")
+    return tuple(0 if i == 0 else stride - int(counts[i - 1]) for i in range(len(counts)))
 
 
 def _rng(seed: int, rank: int, salt: int = 0) -> np.random.Generator:

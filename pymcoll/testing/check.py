@@ -8,7 +8,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 from mpi4py import MPI
 
 from .case import Case
-from .execute import BarrierProbe, build, call, judge
+from .execute import BarrierProbe, bitwise_comparable, build, call, clone, compare_memory, judge
+from .oracle import expected
 from .runner import Watchdog, run_property
 from .strategies import cases, collective_names, coverage_cases
 
@@ -99,10 +100,18 @@ class Report:
         return "\n".join(lines)
 
 
-def run_case(impl: Any, case: Case, rank: Optional[int] = None) -> Optional[str]:
+def run_case(impl: Any, case: Case, rank: Optional[int] = None, *,
+             wrapped: Optional[MPI.Comm] = None) -> Optional[str]:
     """Run one case on this rank of `impl` and judge it: None, or what is wrong.
 
     Every rank of the case's communicator must call it with the same case.
+    wrapped: an mpi4py communicator over the same ranks in the same order
+    (a pymcoll.Comm's ``.mpi``): the same call then runs on it too, with the
+    same arguments in fresh memory holding the same bytes, and this rank's
+    receive memory must come out identical byte for byte (see
+    :func:`pymcoll.testing.execute.compare_memory`); an exception on one side
+    only is a failure too. Floating-point reductions, whose bytes depend on
+    the reduction order, run on `impl` only (the oracle bounds their error).
     """
     if rank is None:
         rank = impl.Get_rank() if hasattr(impl, "Get_rank") else impl.rank
@@ -110,8 +119,40 @@ def run_case(impl: Any, case: Case, rank: Optional[int] = None) -> Optional[str]
         call(impl, case, build(case, rank))
         return None
     bufs = build(case, rank)
-    call(impl, case, bufs)
-    return judge(case, rank, bufs)
+    if wrapped is not None and not isinstance(wrapped, MPI.Comm):
+        raise TypeError(f"wrapped: expected an mpi4py communicator, got {type(wrapped).__name__}")
+    if wrapped is None or not bitwise_comparable(case):
+        call(impl, case, bufs)
+        return judge(case, rank, bufs)
+    ref = clone(bufs)
+    # Both calls run whatever the first did, so every rank makes the same calls.
+    failed = ref_failed = None
+    try:
+        call(impl, case, bufs)
+    except Exception as exc:  # noqa: BLE001 - reported, with what mpi4py did
+        failed = f"{type(exc).__name__}: {exc}"
+    try:
+        call(wrapped, case, ref)
+    except Exception as exc:  # noqa: BLE001
+        ref_failed = f"{type(exc).__name__}: {exc}"
+    if failed is not None:
+        if ref_failed is not None:
+            return f"{failed} (the wrapped mpi4py communicator raised too: {ref_failed})"
+        return f"{failed} (the wrapped mpi4py communicator accepted the same arguments)"
+    if ref_failed is not None:
+        return f"accepted arguments the wrapped mpi4py communicator rejects: {ref_failed}"
+    exp = expected(case, rank) if bufs.recv is not None else None
+    return judge(case, rank, bufs, exp) or compare_memory(case, bufs, ref, exp, "the wrapped mpi4py communicator")
+
+
+def wrapped_comm(impl: Any) -> MPI.Comm:
+    """The mpi4py communicator `impl` wraps (its ``mpi`` attribute, as on a
+    pymcoll.Comm); raises ValueError naming compare_wrapped when it has none."""
+    inner = getattr(impl, "mpi", None)
+    if not isinstance(inner, MPI.Comm) or inner == MPI.COMM_NULL:
+        raise ValueError(f"compare_wrapped: the implementation ({type(impl).__name__}) has no 'mpi' attribute "
+                         f"holding the mpi4py communicator it wraps, as a pymcoll.Comm has")
+    return inner
 
 
 def _message(messages: list[Optional[str]]) -> str:
@@ -131,7 +172,7 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
           *, dtypes: Optional[Iterable[str]] = None, ops: Optional[Iterable[str]] = None,
           max_bytes: int = 1 << 16, thresholds: Sequence[int] = (), in_place: bool = True,
           layouts: Union[Sequence[str], Mapping[str, LayoutFn]] = ("world",),
-          deadline: float = 60.0) -> Report:
+          deadline: float = 60.0, spec_forms: bool = False, compare_wrapped: bool = False) -> Report:
     """Test `impl`'s collectives against MPI semantics; returns a :class:`Report`.
 
     impl: anything with mpi4py's buffer-API methods (a pymcoll.Comm, an
@@ -139,8 +180,9 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
         over the same ranks, used only to agree on examples and verdicts.
     collectives: method names ("Allgather", "Iallgather", "Allgather_init", ...); default every
         blocking collective `impl` has.
-    dtypes, ops, max_bytes, thresholds, in_place: see
-        :func:`pymcoll.testing.strategies.cases`.
+    dtypes, ops, max_bytes, thresholds, in_place, spec_forms: see
+        :func:`pymcoll.testing.strategies.cases`; with spec_forms the
+        coverage cases also take every argument form in turn.
     layouts: communicator layouts to test on: names from ``LAYOUTS``
         ("world", "halves", "reversed", "all-but-first"; the last three need
         ``impl.Split``), ``nodes-of-K`` (a pymcoll.Comm over the same ranks
@@ -149,6 +191,12 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
         ranks left out.
     deadline: seconds one example may take before the watchdog reports it
         and aborts the job (0: no watchdog).
+    compare_wrapped: also run the examples on the mpi4py communicator the
+        implementation wraps (``impl.mpi``, as on a pymcoll.Comm, and on
+        each layout's communicator) with the same arguments, and require the
+        same receive bytes and the same acceptance (see :func:`run_case`):
+        every drawn example and every coverage case written in a form other
+        than the plain one (the plain coverage cases are the oracle's alone).
 
     Collective over `comm`. A found bug never raises: it is in the report,
     with the minimal failing case and a call that reproduces it.
@@ -158,6 +206,8 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
     if max_examples < 1:
         raise ValueError(f"max_examples: expected >= 1, got {max_examples}")
     names = collective_names(impl, collectives)
+    if compare_wrapped:
+        wrapped_comm(impl)  # raises before any collective when there is none
     table: Mapping[str, LayoutFn]
     if isinstance(layouts, Mapping):
         table = layouts
@@ -175,7 +225,7 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
                 try:
                     _check_layout(sub, vcomm, lname, names, max_examples, local, examples, watchdog,
                                   dict(dtypes=dtypes, ops=ops, max_bytes=max_bytes, thresholds=thresholds,
-                                       in_place=in_place))
+                                       in_place=in_place, spec_forms=spec_forms), compare_wrapped)
                 finally:
                     if sub is not impl and callable(getattr(sub, "Free", None)):
                         sub.Free()
@@ -200,8 +250,9 @@ def check(impl: Any, comm: MPI.Comm, collectives: Optional[Iterable[str]] = None
 
 def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_examples: int,
                   out: list[Failure], examples: dict[str, int], watchdog: Watchdog,
-                  options: dict[str, Any]) -> None:
+                  options: dict[str, Any], compare_wrapped: bool = False) -> None:
     size, rank = vcomm.Get_size(), vcomm.Get_rank()
+    wrapped = wrapped_comm(impl) if compare_wrapped else None
     probe: Optional[BarrierProbe] = None
     try:
         for name in names:
@@ -209,16 +260,22 @@ def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_
             if name in ("Barrier", "Ibarrier") and probe is None:
                 probe = BarrierProbe(vcomm)
 
-            def body(case: Case, _probe: Optional[BarrierProbe] = probe) -> Optional[str]:
+            strategy = cases(name, size, **options)
+            explicit = coverage_cases(name, size, dtypes=options["dtypes"], ops=options["ops"],
+                                      spec_forms=options["spec_forms"])
+            # The plain coverage cases (a few elements of each dtype, plain arguments) are
+            # the oracle's alone: what the wrapped communicator would add there is time.
+            oracle_only = {c for c in explicit if not c.forms()}
+
+            def body(case: Case, _probe: Optional[BarrierProbe] = probe,
+                     _oracle_only: set[Case] = oracle_only) -> Optional[str]:
                 counter["n"] += 1
                 if case.collective == "Barrier" and _probe is not None:
                     _probe.before(case)
                     call(impl, case, build(case, rank))
                     return _probe.after()
-                return run_case(impl, case, rank)
+                return run_case(impl, case, rank, wrapped=None if case in _oracle_only else wrapped)
 
-            strategy = cases(name, size, **options)
-            explicit = coverage_cases(name, size, dtypes=options["dtypes"], ops=options["ops"])
             label = f"{name} [{lname}]"
             found = run_property(strategy, body, vcomm, label=label, max_examples=max_examples,
                                  watchdog=watchdog, explicit=explicit)
@@ -237,7 +294,8 @@ def _check_layout(impl: Any, vcomm: MPI.Comm, lname: str, names: list[str], max_
                 case: Case = found.case
                 out.append(Failure(
                     collective=name, layout=lname, case=case.kwargs(),
-                    call=(f"pymcoll.testing.run_case(impl, pymcoll.testing.{case!r})  "
+                    call=(f"pymcoll.testing.run_case(impl, pymcoll.testing.{case!r}"
+                          f"{', wrapped=impl.mpi' if wrapped is not None else ''})  "
                           f"# on every rank of a {size}-rank communicator ({lname} layout)"),
                     message=_message(found.messages),
                     first_case=found.first_case.kwargs() if found.first_case is not None else None,

@@ -50,11 +50,13 @@ def run_check(np_: int, impl: str = "pymcoll", *, collectives: Optional[Iterable
               examples: int = 50, layouts: Iterable[str] = ("world",), max_bytes: str = "64K",
               thresholds: Iterable[int] = (), dtypes: Optional[Iterable[str]] = None,
               deadline: float = 60.0, env: Optional[dict[str, str]] = None,
-              timeout: float = 600.0, cwd: Optional[str] = None) -> MPICheckResult:
+              timeout: float = 600.0, cwd: Optional[str] = None, spec_forms: bool = False,
+              compare_wrapped: bool = False) -> MPICheckResult:
     """Run ``python -m pymcoll.testing`` on `np_` ranks and parse its JSON report.
 
     impl: 'pymcoll', 'mpi4py' or 'module:function' (importable from `cwd` or
     the installed packages). A job that outlives `timeout` fails the test.
+    spec_forms, compare_wrapped: see :func:`pymcoll.testing.check`.
     """
     args = ["--impl", impl, "--examples", str(examples), "--layouts", ",".join(layouts),
             "--max-bytes", str(max_bytes), "--deadline", str(deadline), "--json", "--launched"]
@@ -64,6 +66,10 @@ def run_check(np_: int, impl: str = "pymcoll", *, collectives: Optional[Iterable
         args += ["--thresholds", ",".join(str(t) for t in thresholds)]
     if dtypes:
         args += ["--dtypes", ",".join(dtypes)]
+    if spec_forms:
+        args.append("--spec-forms")
+    if compare_wrapped:
+        args.append("--compare-wrapped")
     cmd, job_env = mpiexec_command(np_, python_command("pymcoll.testing", *args))
     job_env.update(env or {})
     try:

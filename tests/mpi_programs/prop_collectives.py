@@ -1,8 +1,12 @@
 """Every collective of pymcoll.Comm, in its blocking, non-blocking (I-) and
 persistent (_init) forms, under pymcoll.testing: random dtype, op, root,
 in-place, counts from 0 up to --max-bytes with the data-path thresholds'
-neighbours, vector forms with gaps, checked against the numpy oracle on
-several communicator layouts.
+neighbours, vector forms with gaps, the arguments in each of mpi4py's forms
+(vector spec shapes, integer counts and strides, None counts and
+displacements, typecode strings, None for MPI.IN_PLACE, buffers where MPI
+ignores the argument, Reduce_scatter without recvcounts), checked against the
+numpy oracle and, byte for byte, against the same call on the wrapped mpi4py
+communicator (comm.mpi), on several communicator layouts.
 
 With --heap every buffer is copied into arrays from pymcoll.alloc() first
 (and back after the call), so the direct data path (peers reading the shared
@@ -85,7 +89,8 @@ def body() -> None:
     layouts = args.layouts.split(",") if world.Get_size() > 1 else ["world"]
     impl = HeapAdapter(comm) if args.heap else comm
     report = pt.check(impl, world, names, args.examples, max_bytes=args.max_bytes,
-                      thresholds=thresholds(comm.layout), layouts=layouts, deadline=180)
+                      thresholds=thresholds(comm.layout), layouts=layouts, deadline=180,
+                      spec_forms=True, compare_wrapped=True)
     if world.Get_rank() == 0:
         print(report, flush=True)
     assert report.ok, str(report)
