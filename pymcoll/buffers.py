@@ -89,9 +89,14 @@ class MPIArgumentError(MPI.Exception):
         return self._text
 
 
-class DeviceBuffer(Exception):
-    """Raised while resolving a spec whose buffer is device memory: the call
-    runs in the wrapped MPI communicator instead (calls.py catches it)."""
+class RunInWrapped(Exception):
+    """Raised while preparing a call that the core does not run: it runs in
+    the wrapped MPI communicator instead, with its arguments as given
+    (calls.py catches it)."""
+
+
+class DeviceBuffer(RunInWrapped):
+    """A spec whose buffer is device memory."""
 
 
 def _raw(obj: Any, arg: str, writable: bool) -> tuple[Any, int, int, list, Optional[int]]:

@@ -53,9 +53,9 @@ def _delegated(coll: int, method: str, *args: Any) -> Call:
 
 
 def _device_aware(coll: int, method: str) -> Callable[[Callable[..., Call]], Callable[..., Call]]:
-    """A prepare function whose calls with device memory (CUDA array
-    interface, DLPack on a device) run in the wrapped MPI communicator with
-    the arguments as given, as mpi4py would run them."""
+    """A prepare function whose calls the core does not run (device memory:
+    CUDA array interface, DLPack on a device; user-defined ops) run in the
+    wrapped MPI communicator with the arguments as given, as mpi4py would."""
 
     def wrap(prepare: Callable[..., Call]) -> Callable[..., Call]:
         sig = inspect.signature(prepare)
@@ -64,7 +64,7 @@ def _device_aware(coll: int, method: str) -> Callable[[Callable[..., Call]], Cal
         def run(comm: Any, *args: Any, **kwargs: Any) -> Call:
             try:
                 return prepare(comm, *args, **kwargs)
-            except buffers.DeviceBuffer:
+            except buffers.RunInWrapped:
                 bound = sig.bind(comm, *args, **kwargs)
                 bound.apply_defaults()
                 return _delegated(coll, method, *list(bound.arguments.values())[1:])
@@ -374,8 +374,7 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
             raise TypeError(f"op: expected an MPI.Op such as MPI.SUM, got {type(op).__name__}")
         # A user-defined op: every rank passes the same one (MPI requires it),
         # so every rank takes the wrapped communicator's path together.
-        args = (sendbuf, recvbuf) + ((recvcounts,) if coll == lib.PMC_COLL_REDUCE_SCATTER else ()) + (op,)
-        return _delegated(coll, what, *(args + ((root,) if root is not None else ())))
+        raise buffers.RunInWrapped("op")
     call = Call(coll)
     a = call.args
     a.op = opc

@@ -227,7 +227,6 @@ class Comm:
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
         self._orphans: list = []  # freed-while-active requests: (handle, call)
-        self._external_seq = 0  # number of the last call run in the wrapped communicator
         self._forget_calls()
         self._shm_dir = ffi.new("char[]", str(config.value("PYMCOLL_SHM_DIR")).encode())
         cfg.shm_dir = self._shm_dir
@@ -344,8 +343,7 @@ class Comm:
             name, args = call.delegate
             start = getattr(self._mpi, "I" + name[0].lower() + name[1:])
             req = Request(self, ffi.NULL, call)
-            req._mpi_request = self._external(call, 1, start, args, end=False)
-            req._external_seq = self._external_seq
+            req._mpi_request, req._external_seq = self._external(call, 1, start, args, end=False)
             return req
         req = self._create(call, persistent=False)
         rc = lib.pmc_request_start(req._handle)
@@ -365,10 +363,9 @@ class Comm:
         """Run a delegated call in the wrapped communicator, numbered and traced
         like the core's calls (algorithm "mpi"); mode 0 blocking, 1
         non-blocking, 2 persistent start. With end=False the record stays
-        open for the request's completion (self._external_seq names it)."""
+        open for the request's completion. Returns (fn's result, call number)."""
         h = self._live_handle(self._name_of(call))
         seq = lib.pmc_external_begin(h, call.args, mode)
-        self._external_seq = seq
         try:
             out = fn(*args)
         except MPI.Exception:
@@ -379,7 +376,7 @@ class Comm:
             raise
         if end:
             lib.pmc_external_end(h, seq, lib.PMC_OK)
-        return out
+        return out, seq
 
     def _external_done(self, seq: int, status: int) -> None:
         """A delegated request's completion, for its trace record."""

@@ -170,8 +170,8 @@ class Prequest(Request):
         h = self._handle
         if h is None:
             if self._mpi_request is not None:
-                self._comm._external(self._call, 2, self._mpi_request.Start, (), end=False)
-                self._external_seq = self._comm._external_seq
+                _, self._external_seq = self._comm._external(self._call, 2, self._mpi_request.Start, (),
+                                                             end=False)
                 return
             raise ValueError("Start: this persistent request was freed; create a new one")
         for step in self._before:
