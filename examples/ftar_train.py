@@ -2,7 +2,7 @@
 
 A small MLP learns a fixed random nonlinear function of 16 inputs. Each of
 --replicas replicas (a separate process running this script with
-``--replica ID``) draws its own batches, and pymcoll.ftar_training's
+``--replica ID``) draws its own batches, and pymcoll.ftar.training's
 FaultTolerantTrainer averages the gradients over the replicas with the
 fault-tolerant allreduce (FTAR). This script is also the supervisor: it
 
@@ -153,7 +153,7 @@ def run_replica(args: argparse.Namespace) -> int:
     from torch import nn
 
     from pymcoll.ftar import Member, Status
-    from pymcoll.ftar_training import FaultTolerantTrainer
+    from pymcoll.ftar.training import FaultTolerantTrainer
 
     torch.set_num_threads(1)  # replicas share the cores; one thread also fixes the order of the float sums
     go = threading.Event()

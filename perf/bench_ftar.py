@@ -809,7 +809,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     c.add_argument("--compute", choices=("sleep", "cpu"), default="sleep")
     c.add_argument("--compute-ms", type=float, default=50.0)
     c.add_argument("--publish", choices=("every", "once"), default="every",
-                   help="donors publish the state at every step a replica heals (as pymcoll.ftar_training "
+                   help="donors publish the state at every step a replica heals (as pymcoll.ftar.training "
                         "does; default) or once per healing episode")
     common(c, 300.0)
     if not argv:

@@ -409,7 +409,7 @@ def replica_main(argv: list[str]) -> None:
     p.add_argument("--chunk-bytes", type=int, default=256 * 1024)
     p.add_argument("--calibrate", action="store_true", help="time publish_state and a plain copy before the steps")
     p.add_argument("--publish", choices=("every", "once"), default="every",
-                   help="publish the state at every step that asks (serve_state), as pymcoll.ftar_training "
+                   help="publish the state at every step that asks (serve_state), as pymcoll.ftar.training "
                         "does, or once per healing episode")
     a = p.parse_args(argv)
 

@@ -142,7 +142,7 @@ def test_quiet_coordinator_serves_a_member(tmp_path: Path) -> None:
 
 
 def test_import_loads_neither_mpi_nor_the_core(tmp_path: Path) -> None:
-    code = ("import sys, pymcoll.ftar, pymcoll.ftar_state, pymcoll.ftar_training, pymcoll.cli.ftar_coordinator;"
+    code = ("import sys, pymcoll.ftar, pymcoll.ftar.state, pymcoll.ftar.training, pymcoll.cli.ftar_coordinator;"
             "bad = [m for m in ('mpi4py', 'pymcoll._core', 'torch') if m in sys.modules];"
             "assert not bad, bad; assert 'pymcoll._ftar' in sys.modules")
     subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, env=clean_env(), check=True, timeout=120)
@@ -284,8 +284,8 @@ def test_allreduce_arguments_are_checked(coordinator_addr: str) -> None:
 def test_trainer_in_a_group_of_one_matches_plain_training(coordinator_addr: str) -> None:
     torch = pytest.importorskip("torch")
     from pymcoll.ftar import Member, Status
-    from pymcoll.ftar_state import state_hash
-    from pymcoll.ftar_training import FaultTolerantTrainer
+    from pymcoll.ftar.state import state_hash
+    from pymcoll.ftar.training import FaultTolerantTrainer
 
     def make() -> tuple:
         torch.manual_seed(3)

@@ -1,4 +1,4 @@
-"""FTAR state snapshots (pymcoll.ftar_state): round trips of nested structures,
+"""FTAR state snapshots (pymcoll.ftar.state): round trips of nested structures,
 numpy arrays and torch tensors; every corruption (truncation, flipped or
 appended bytes, forged headers with a valid CRC) raises ValueError; the state
 hash tells equal replicas from different ones. No MPI, no network."""
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pymcoll.ftar_state import MAGIC, VERSION, decode_state, encode_state, load_model_state, model_state, state_hash
+from pymcoll.ftar.state import MAGIC, VERSION, decode_state, encode_state, load_model_state, model_state, state_hash
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -340,7 +340,7 @@ def test_load_model_state_checks_its_input() -> None:
 
 
 def test_import_loads_neither_torch_nor_mpi(tmp_path: Any) -> None:
-    code = ("import sys, pymcoll.ftar_state as s; s.decode_state(s.encode_state({'a': [1.0]}));"
+    code = ("import sys, pymcoll.ftar.state as s; s.decode_state(s.encode_state({'a': [1.0]}));"
             "bad = [m for m in ('torch', 'mpi4py', 'pymcoll._core') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=120, cwd=tmp_path)

@@ -20,12 +20,10 @@ the same address, it rebuilds its state from the members that reconnect.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
-import signal
-import stat
 import sys
-import tempfile
-import threading
+import warnings
 from typing import Any, Optional
 
 HELP = "run the coordinator of a fault-tolerant allreduce group (membership, quorum, commit; no tensor data)"
@@ -80,43 +78,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no log line per event on stderr")
 
 
-def write_addr_file(path: str, addr: str) -> None:
-    """Write `addr` + newline to `path` atomically (a temporary file in the same directory, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ftar-addr.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(addr + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _warn_if_readable(path: str) -> None:
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return
-    if mode & (stat.S_IRGRP | stat.S_IROTH):
-        print(f"ftar-coordinator: warning: the token file {path} is readable by other users; chmod 600 it",
-              file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; 0 then, 2 for a bad option or missing token, 1 when the coordinator fails."""
-    from ..ftar import TOKEN_ENV, TOKEN_FILE_ENV, parse_address, resolve_token
+    from ..ftar.address import TOKEN_ENV, TOKEN_FILE_ENV, parse_address, resolve_token
+    from ..ftar.coordinator import (DEFAULT_EVICT_MS, DEFAULT_HEARTBEAT_MS, DEFAULT_JOIN_TIMEOUT_MS, Coordinator,
+                                    token_file_warning, write_addr_file)
+    from ..ftar.member import FtarError
 
     def fail(message: str, status: int = 2) -> int:
         print(f"ftar-coordinator: error: {message}", file=sys.stderr)
         return status
 
+    # The options are checked here, so that the messages name them as typed.
     try:
         bind = parse_address(args.bind, "--bind", allow_port_zero=True)
         token = resolve_token(None, args.token_file, token_arg="--token-file", token_file_arg="--token-file")
@@ -127,79 +100,48 @@ def run(args: argparse.Namespace) -> int:
                     f"holding it) or pass --token-file FILE; the coordinator and every member need the same token")
         return fail(text)
     if args.token_file is not None:
-        _warn_if_readable(args.token_file)
+        warning = token_file_warning(args.token_file)
+        if warning:
+            print(f"ftar-coordinator: warning: {warning}", file=sys.stderr)
     if args.addr_file is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.addr_file))):
         return fail(f"--addr-file {args.addr_file}: its directory does not exist; name a file in an existing "
                     f"directory")
+    heartbeat_ms = args.heartbeat_ms if args.heartbeat_ms is not None else DEFAULT_HEARTBEAT_MS
+    evict_ms = args.evict_ms if args.evict_ms is not None else DEFAULT_EVICT_MS
+    if evict_ms <= heartbeat_ms:
+        return fail(f"--evict-ms ({evict_ms}) must be larger than --heartbeat-ms ({heartbeat_ms}), e.g. 20 heartbeats")
 
-    from .._ftar import ffi, lib
-
-    cfg = ffi.new("pmc_ftar_coord_config *")
-    bind_c = ffi.new("char[]", bind.encode("utf-8"))
-    token_c = ffi.new("uint8_t[]", token)
-    cfg.bind = bind_c
-    cfg.token = token_c
-    cfg.tokenlen = len(token)
-    cfg.min_replicas = args.min_replicas
-    cfg.heartbeat_ms = args.heartbeat_ms if args.heartbeat_ms is not None else lib.PMC_FTAR_DEFAULT_HEARTBEAT_MS
-    cfg.evict_ms = args.evict_ms if args.evict_ms is not None else lib.PMC_FTAR_DEFAULT_EVICT_MS
-    cfg.join_timeout_ms = (args.join_timeout_ms if args.join_timeout_ms is not None
-                           else lib.PMC_FTAR_DEFAULT_JOIN_TIMEOUT_MS)
-    if cfg.evict_ms <= cfg.heartbeat_ms:
-        return fail(f"--evict-ms ({cfg.evict_ms}) must be larger than --heartbeat-ms ({cfg.heartbeat_ms}), "
-                    f"e.g. 20 heartbeats")
-    cfg.log_fd = -1 if args.quiet else 2
-
-    out = ffi.new("pmc_ftar_coord **")
-    addr = ffi.new("char[]", lib.PMC_FTAR_ADDR_BYTES)
-    msg = ffi.new("char[]", lib.PMC_FTAR_MESSAGE_BYTES)
-    rc = lib.pmc_ftar_coord_create(cfg, out, addr, lib.PMC_FTAR_ADDR_BYTES, msg, lib.PMC_FTAR_MESSAGE_BYTES)
-    if rc != 0 or out[0] == ffi.NULL:
-        reason = ffi.string(msg).decode("utf-8", "replace") or f"code {rc}"
-        return fail(f"cannot start on {bind}: {reason}", 1)
-    coord = out[0]
-    bound = ffi.string(addr).decode("utf-8", "replace")
     try:
+        coord = Coordinator(bind, token, min_replicas=args.min_replicas, heartbeat_ms=heartbeat_ms,
+                            evict_ms=evict_ms, log=not args.quiet,
+                            join_timeout_ms=(args.join_timeout_ms if args.join_timeout_ms is not None
+                                             else DEFAULT_JOIN_TIMEOUT_MS))
+    except FtarError as exc:
+        return fail(str(exc), 1)
+    with coord:
         if args.addr_file is not None:
             try:
-                write_addr_file(args.addr_file, bound)
+                write_addr_file(args.addr_file, coord.address)
             except OSError as exc:
                 return fail(f"cannot write --addr-file {args.addr_file}: {exc.strerror or exc}", 1)
-        print(f"ftar-coordinator listening on {bound}", file=sys.stderr, flush=True)
-        return _serve(lib, coord)
-    finally:
-        lib.pmc_ftar_coord_destroy(coord)
-
-
-def _serve(lib: Any, coord: Any) -> int:
-    """Run the C loop in a thread; the main thread waits and turns SIGINT/SIGTERM into a stop."""
-    result: dict[str, int] = {}
-    stopped = threading.Event()
-
-    def loop() -> None:
-        result["rc"] = lib.pmc_ftar_coord_run(coord)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stopped.set()
-        lib.pmc_ftar_coord_stop(coord)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    thread = threading.Thread(target=loop, name="ftar-coordinator", daemon=True)
-    try:
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.25)
-    finally:
-        if thread.is_alive():  # an exception in the wait: stop the loop before destroy
-            lib.pmc_ftar_coord_stop(coord)
-            thread.join()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    rc = result.get("rc", -1)
-    if stopped.is_set():
+        print(f"ftar-coordinator listening on {coord.address}", file=sys.stderr, flush=True)
+        try:
+            stopped_by = coord.serve()
+        except FtarError as exc:
+            return fail(str(exc), 1)
+    if stopped_by is not None:
         print("ftar-coordinator stopped", file=sys.stderr, flush=True)
-        return 0
-    if rc != 0:
-        print(f"ftar-coordinator: error: the coordinator loop failed (code {rc})", file=sys.stderr)
-        return 1
     return 0
+
+
+# Moved to pymcoll.ftar.coordinator; still reachable here, with a warning.
+_MOVED = {"write_addr_file": "pymcoll.ftar.coordinator"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _MOVED.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} moved to {where}.{name}; import it from there", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(where), name)

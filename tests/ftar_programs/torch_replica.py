@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from pymcoll.ftar import Member, Status
-from pymcoll.ftar_training import FaultTolerantTrainer
+from pymcoll.ftar.training import FaultTolerantTrainer
 
 from .common import emit, parser, ready_and_wait
 

@@ -1,50 +1,12 @@
-"""Fault-tolerant allreduce (FTAR) between the replicas of a data-parallel job.
+"""This replica's member of an FTAR group: :class:`Member` and what its calls return.
 
-Each replica (one process, or the leader of one MPI job) creates a
-:class:`Member` that talks TCP to a small coordinator
-(``python -m pymcoll ftar-coordinator``) and to the other members. No MPI is
-involved: importing this module loads neither mpi4py nor pymcoll's MPI core,
-so the MPI job of one replica can die and be restarted while the others go on.
-
-The model:
-
-* **Epochs.** Every operation runs in an epoch, a version of the membership.
-  The coordinator starts a new epoch whenever a member joins, leaves or an
-  operation fails. A failure anywhere aborts the operation on every member
-  (status ``ABORTED``, ``TIMEOUT``, ...); nobody ever uses a partial sum.
-* **Quorum per step.** :meth:`Member.begin_step` waits until the coordinator
-  forms the quorum of the step: every previous member, or at least
-  ``min_replicas`` after the join timeout. The returned :class:`StepInfo`
-  tells the group's step (a joining replica adopts it), the epoch, and whether
-  this member heals.
-* **Out-of-place allreduce.** :meth:`Member.allreduce` sums (max, min) the
-  inputs of the contributing members into ``out``; the input is untouched, so
-  after an abort the same input can be reduced again in the next epoch.
-  ``n_contrib`` tells how many replicas contributed, so the caller averages.
-* **Commit.** An update is applied only after :meth:`Member.commit` returns
-  True: the coordinator decided COMMIT for (epoch, step) because every
-  surviving member reported success. No decision (e.g. the coordinator is
-  lost) means no commit: the step is not applied.
-* **Healing.** A (re)joining replica takes part in the ring with zeros
-  (``contribute=False``; it is not counted in ``n_contrib``) while it fetches
-  a state snapshot from a donor the coordinator assigns
-  (:meth:`Member.fetch_state`); donors publish their state when the step info
-  says ``serve_state`` (:meth:`Member.publish_state`). The joiner then replays
-  the updates committed since the snapshot. :mod:`pymcoll.ftar_training` runs
-  that loop for torch models.
-
-Every connection is authenticated with a job token shared by the coordinator
-and the members (``PYMCOLL_FTAR_TOKEN``, or a file), never sent in clear and
-never taken from the command line.
-
-Example::
-
-    from pymcoll.ftar import Member
-    with Member("127.0.0.1:29400", "replica-3") as m:
-        info = m.begin_step(step)
-        res = m.allreduce(grads, contribute=not info.healing)
-        if res.ok and m.commit(info.step):
-            grads_avg = res.result / max(res.n_contrib, 1)
+A :class:`Member` talks TCP to the group's coordinator and to its ring
+neighbours; it loads no MPI. :meth:`Member.begin_step` forms the step's quorum
+(:class:`StepInfo`), :meth:`Member.allreduce` reduces out of place
+(:class:`AllreduceResult`), :meth:`Member.commit` votes, and
+:meth:`Member.publish_state` / :meth:`Member.fetch_state` move state snapshots
+to a replica that catches up. The model behind them is described in
+:mod:`pymcoll.ftar`.
 """
 
 from __future__ import annotations
@@ -57,20 +19,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from ._ftar import ffi, lib
+from .._ftar import ffi, lib
+from .address import parse_address, resolve_token
 
-__all__ = [
-    "Status", "StepInfo", "AllreduceResult", "Member", "FtarError", "resolve_token", "parse_address",
-    "TOKEN_ENV", "TOKEN_FILE_ENV", "FAULT_ENV",
-]
+__all__ = ["Status", "StepInfo", "AllreduceResult", "Member", "FtarError", "FAULT_ENV"]
 
-TOKEN_ENV = "PYMCOLL_FTAR_TOKEN"
-TOKEN_FILE_ENV = "PYMCOLL_FTAR_TOKEN_FILE"
 FAULT_ENV = "PYMCOLL_FTAR_FAULT"
 
 _REPLICA_ID = re.compile(r"[A-Za-z0-9._-]{1,63}")
 _MAX_STEP = (1 << 63) - 1
-_MAX_TOKEN_BYTES = 1 << 16
 
 
 class Status(str, enum.Enum):
@@ -155,84 +112,6 @@ class AllreduceResult:
     def ok(self) -> bool:
         """True when the reduction completed on every member (status OK)."""
         return self.status is Status.OK
-
-
-def parse_address(text: str, name: str, *, allow_port_zero: bool = False) -> str:
-    """Check a "HOST:PORT" address (IPv6 as "[::1]:PORT"); return it stripped.
-
-    ValueError names `name` and the expected form.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a 'HOST:PORT' string, not {type(text).__name__}")
-    value = text.strip()
-    host, sep, port = value.rpartition(":")
-    low = 0 if allow_port_zero else 1
-    hint = "e.g. 127.0.0.1:29400" + (" (port 0 picks a free port)" if allow_port_zero else "")
-    if not sep or not host or not port.isdigit() or not low <= int(port) <= 65535:
-        raise ValueError(f"{name}={text!r} is not HOST:PORT with a port in {low}..65535; {hint}")
-    if host.startswith("["):
-        if not host.endswith("]") or len(host) < 3:
-            raise ValueError(f"{name}={text!r}: write an IPv6 host in brackets, e.g. [::1]:29400")
-    elif ":" in host:
-        raise ValueError(f"{name}={text!r}: write an IPv6 host in brackets, e.g. [::1]:29400")
-    if len(value) >= lib.PMC_FTAR_ADDR_BYTES or any(c.isspace() or c == "\0" for c in value):
-        raise ValueError(f"{name}={text!r}: not an address (spaces, NUL or longer than "
-                         f"{lib.PMC_FTAR_ADDR_BYTES - 1} characters)")
-    return value
-
-
-def _read_token_file(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_TOKEN_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"{what}={path!r}: cannot read the token file ({exc.strerror or exc}); "
-                         f"name a readable file that holds the job token") from None
-    token = data.strip()
-    if not token:
-        raise ValueError(f"{what}={path!r}: the token file is empty; write the job token into it")
-    if len(token) > _MAX_TOKEN_BYTES:
-        raise ValueError(f"{what}={path!r}: the token is longer than {_MAX_TOKEN_BYTES} bytes")
-    return token
-
-
-def resolve_token(token: Union[str, bytes, None] = None, token_file: Optional[str] = None, *,
-                  token_arg: str = "token", token_file_arg: str = "token_file") -> bytes:
-    """The job token as bytes, from the first of: `token`, `token_file`,
-    ``PYMCOLL_FTAR_TOKEN`` (its UTF-8 bytes), ``PYMCOLL_FTAR_TOKEN_FILE``.
-
-    A token file's content counts with surrounding whitespace (a trailing
-    newline) removed. ValueError when no token is found or it is empty; the
-    message names the environment variables and the arguments
-    (`token_arg`, `token_file_arg`, e.g. the command-line option names).
-    """
-    if token is not None and token_file is not None:
-        raise ValueError(f"pass either {token_arg} or {token_file_arg}, not both")
-    if token is not None:
-        if isinstance(token, str):
-            value = token.encode("utf-8")
-        elif isinstance(token, (bytes, bytearray, memoryview)):
-            value = bytes(token)
-        else:
-            raise TypeError(f"{token_arg} must be str or bytes, not {type(token).__name__}")
-        if not value:
-            raise ValueError(f"{token_arg} is empty; pass the job token shared with the coordinator")
-        if len(value) > _MAX_TOKEN_BYTES:
-            raise ValueError(f"{token_arg} is longer than {_MAX_TOKEN_BYTES} bytes")
-        return value
-    if token_file is not None:
-        return _read_token_file(os.fspath(token_file), token_file_arg)
-    env = os.environ.get(TOKEN_ENV, "")
-    if env:
-        value = env.encode("utf-8")
-        if len(value) > _MAX_TOKEN_BYTES:
-            raise ValueError(f"{TOKEN_ENV} is longer than {_MAX_TOKEN_BYTES} bytes")
-        return value
-    env_file = os.environ.get(TOKEN_FILE_ENV, "")
-    if env_file:
-        return _read_token_file(env_file, TOKEN_FILE_ENV)
-    raise ValueError(f"no FTAR job token: set {TOKEN_ENV} (or {TOKEN_FILE_ENV} to a file holding it), or pass "
-                     f"{token_arg} or {token_file_arg}; the coordinator and every member need the same token")
 
 
 def _check_step(value: int, name: str, low: int = 0) -> int:

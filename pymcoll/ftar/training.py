@@ -75,8 +75,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .ftar import Member, Status
-from .ftar_state import decode_state, encode_state, load_model_state, model_state, state_hash
+from .member import Member, Status
+from .state import decode_state, encode_state, load_model_state, model_state, state_hash
 
 if TYPE_CHECKING:
     import torch
