@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import importlib
 import json
 import sys
 import time
@@ -127,7 +128,7 @@ def main() -> None:
     else:
         import torch.distributed as dist
 
-        import pymcoll.torch  # noqa: F401 - registers "pymcoll", sets the rendezvous variables from MPI
+        importlib.import_module("pymcoll.torch")  # registers "pymcoll", sets the rendezvous variables from MPI
         dist.init_process_group("gloo" if a.transport == "gloo" else "pymcoll")
         transport = TorchDistributedTransport()
     sizes = cap_table_sizes(CRITEO_KAGGLE_CARDINALITIES, a.cap)
@@ -135,8 +136,8 @@ def main() -> None:
     codec = None
     if a.compress:
         from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds
-        from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec
-        codec = ErrorBoundedCodec(AdaptiveBound(TableBounds(), IterationSchedule(phase=a.compress_phase)),
+        from pymcoll.algorithms.compression.exchange_compressor import ExchangeCompressor
+        codec = ExchangeCompressor(AdaptiveBound(TableBounds(), IterationSchedule(phase=a.compress_phase)),
                                   backward=a.compress_backward, bypass=not a.no_bypass)
     emb = ShardedEmbeddingBagCollection(sizes, a.dim, transport, kinds=a.sharding, pooling=a.pooling,
                                         optimizer=a.emb_optimizer, lr=a.emb_lr, seed=a.seed, link_gbps=a.link_gbps,

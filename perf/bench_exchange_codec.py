@@ -34,7 +34,7 @@ def worker(a: argparse.Namespace) -> None:
     import torch
     from mpi4py import MPI
 
-    from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec
+    from pymcoll.algorithms.compression.exchange_compressor import ExchangeCompressor
     from pymcoll.algorithms.dlrm import CRITEO_KAGGLE_CARDINALITIES, SyntheticCriteo, cap_table_sizes
     from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 
@@ -47,7 +47,7 @@ def worker(a: argparse.Namespace) -> None:
     for gbps in [float(x) for x in a.links.split(",")]:
         variants = {}
         for name in ("raw", "codec"):
-            codec = ErrorBoundedCodec(backward=a.compress_backward) if name == "codec" else None
+            codec = ExchangeCompressor(backward=a.compress_backward) if name == "codec" else None
             variants[name] = (ShardedEmbeddingBagCollection(sizes, a.dim, comm, seed=0, codec=codec, link_gbps=gbps),
                               codec)
         times: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}

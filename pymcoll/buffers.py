@@ -92,7 +92,7 @@ class MPIArgumentError(MPI.Exception):
 class RunInWrapped(Exception):
     """Raised while preparing a call that the core does not run: it runs in
     the wrapped MPI communicator instead, with its arguments as given
-    (calls.py catches it)."""
+    (arguments.py catches it)."""
 
 
 class DeviceBuffer(RunInWrapped):

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from mpi4py import MPI
 
-from . import buffers, calls, config, elements, tracing
+from . import arguments, config, elements, tracing
 from ._native import ffi, lib
 from .errors import CommBrokenError, Error, PeerFailedError, SegmentError, TimeoutError
 from .layout import Layout
@@ -312,7 +312,7 @@ class Comm:
         return True
 
     def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
-                         prepare: Callable[..., calls.Call], *args: Any) -> None:
+                         prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
         """Prepare a call from its specs, run it, and keep it for `_recall`
         (sendbuf, recvbuf and extra as given to `_recall`; args for prepare)."""
         call = prepare(self, *args)
@@ -323,7 +323,7 @@ class Comm:
         self._run(call)
 
     # -- running prepared calls ---------------------------------------------
-    def _run(self, call: calls.Call) -> None:
+    def _run(self, call: arguments.PreparedCall) -> None:
         """Blocking run of a prepared call."""
         if call.delegate is not None:
             name, args = call.delegate
@@ -337,7 +337,7 @@ class Comm:
             self._check(rc, self._name_of(call))
         call.finish()
 
-    def _start(self, call: calls.Call) -> Request:
+    def _start(self, call: arguments.PreparedCall) -> Request:
         """Non-blocking start of a prepared call."""
         if call.delegate is not None:
             name, args = call.delegate
@@ -351,14 +351,14 @@ class Comm:
             self._check(rc, self._name_of(call))
         return req
 
-    def _persist(self, call: calls.Call) -> Prequest:
+    def _persist(self, call: arguments.PreparedCall) -> Prequest:
         """A persistent request of a prepared call (not started)."""
         if call.delegate is not None:
             name, args = call.delegate
             return Prequest(self, ffi.NULL, call, getattr(self._mpi, name + "_init")(*args))
         return self._create(call, persistent=True)
 
-    def _external(self, call: calls.Call, mode: int, fn: Callable[..., Any], args: tuple,
+    def _external(self, call: arguments.PreparedCall, mode: int, fn: Callable[..., Any], args: tuple,
                   end: bool = True) -> Any:
         """Run a delegated call in the wrapped communicator, numbered and traced
         like the core's calls (algorithm "mpi"); mode 0 blocking, 1
@@ -383,7 +383,7 @@ class Comm:
         if seq and self._handle != ffi.NULL:
             lib.pmc_external_end(self._handle, seq, status)
 
-    def _create(self, call: calls.Call, persistent: bool) -> Any:
+    def _create(self, call: arguments.PreparedCall, persistent: bool) -> Any:
         h = self._live_handle(self._name_of(call))
         self._reap()
         out = ffi.new("pmc_request **")
@@ -394,7 +394,7 @@ class Comm:
             step()
         return (Prequest if persistent else Request)(self, out[0], call)
 
-    def _adopt(self, handle: Any, call: calls.Call) -> None:
+    def _adopt(self, handle: Any, call: arguments.PreparedCall) -> None:
         """Keep a request freed while active (and its buffers) until it completes."""
         self._orphans.append((handle, call))
 
@@ -413,7 +413,7 @@ class Comm:
         _raise_text(rc, msg or f"{what}: {ffi.string(lib.pmc_strerror(rc)).decode()}")
 
     @staticmethod
-    def _name_of(call: calls.Call) -> str:
+    def _name_of(call: arguments.PreparedCall) -> str:
         return ffi.string(lib.pmc_coll_name(call.args.coll)).decode()
 
     # -- properties -------------------------------------------------------
@@ -489,7 +489,7 @@ class Comm:
                     self._check(rc, "Bcast")
                 self._last_bcast = (buf, root, p, len(p))
                 return
-        self._run(calls.prepare_bcast(self, buf, root))
+        self._run(arguments.prepare_bcast(self, buf, root))
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
@@ -519,7 +519,7 @@ class Comm:
                         self._check(rc, "Allgather")
                     self._last_allgather = (sendbuf, recvbuf, sp, rp, block)
                     return
-        self._run(calls.prepare_allgather(self, sendbuf, recvbuf))
+        self._run(arguments.prepare_allgather(self, sendbuf, recvbuf))
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Combine every rank's `sendbuf` with `op`; every rank gets the result in `recvbuf`.
@@ -551,7 +551,7 @@ class Comm:
                         self._reduction_error(rc, "Allreduce", code, opc)
                     self._last_allreduce = (sendbuf, recvbuf, op, recvbuf.dtype, sp, rp, recvbuf.size, code, opc)
                     return
-        self._run(calls.prepare_allreduce(self, sendbuf, recvbuf, op))
+        self._run(arguments.prepare_allreduce(self, sendbuf, recvbuf, op))
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:  # noqa: N802
         """Combine every rank's `sendbuf` with `op` into `recvbuf` at `root` (mpi4py semantics).
@@ -564,7 +564,7 @@ class Comm:
             if self._fast_reduction(_pmc_reduce, sendbuf, recvbuf if at_root else None, op, 1, root,
                                     receives=at_root):
                 return
-        self._run(calls.prepare_reduce(self, sendbuf, recvbuf, op, root))
+        self._run(arguments.prepare_reduce(self, sendbuf, recvbuf, op, root))
 
     def _fast_reduction(self, fn: Any, sendbuf: Any, recvbuf: Any, op: Any, in_blocks: int,
                         root: Optional[int] = None, receives: bool = True) -> bool:
@@ -635,7 +635,7 @@ class Comm:
                         self._check(rc, "Gather")
                     self._last_gather = (sendbuf, recvbuf, root, sp, rp, block)
                     return
-        self._run(calls.prepare_gather(self, sendbuf, recvbuf, root))
+        self._run(arguments.prepare_gather(self, sendbuf, recvbuf, root))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Gather blocks of different sizes: at the root `recvbuf` is
@@ -643,7 +643,7 @@ class Comm:
         # recvbuf matters at the root only (MPI ignores it elsewhere).
         rb = recvbuf if root == self._rank else None
         if not self._recall("Gatherv", sendbuf, rb, root):
-            self._prepare_and_run("Gatherv", sendbuf, rb, root, calls.prepare_gatherv, sendbuf, recvbuf, root)
+            self._prepare_and_run("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
@@ -669,7 +669,7 @@ class Comm:
                         self._check(rc, "Scatter")
                     self._last_scatter = (sendbuf, recvbuf, root, sp, rp, block)
                     return
-        self._run(calls.prepare_scatter(self, sendbuf, recvbuf, root))
+        self._run(arguments.prepare_scatter(self, sendbuf, recvbuf, root))
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Scatter blocks of different sizes: at the root `sendbuf` is
@@ -677,13 +677,13 @@ class Comm:
         # sendbuf matters at the root only (MPI ignores it elsewhere).
         sb = sendbuf if root == self._rank else None
         if not self._recall("Scatterv", sb, recvbuf, root):
-            self._prepare_and_run("Scatterv", sb, recvbuf, root, calls.prepare_scatterv, sendbuf, recvbuf, root)
+            self._prepare_and_run("Scatterv", sb, recvbuf, root, arguments.prepare_scatterv, sendbuf, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`."""
         if not self._recall("Allgatherv", sendbuf, recvbuf, None):
-            self._prepare_and_run("Allgatherv", sendbuf, recvbuf, None, calls.prepare_allgatherv, sendbuf, recvbuf)
+            self._prepare_and_run("Allgatherv", sendbuf, recvbuf, None, arguments.prepare_allgatherv, sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Block j of every rank's `sendbuf` goes to rank j, landing in block i for sender i.
@@ -704,13 +704,13 @@ class Comm:
                 self._check(rc, "Alltoall")
             self._last_alltoall = (sendbuf, recvbuf, sp, rp, len(rp) // self._size)
             return
-        self._run(calls.prepare_alltoall(self, sendbuf, recvbuf))
+        self._run(arguments.prepare_alltoall(self, sendbuf, recvbuf))
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Alltoall with per-rank counts and displacements on both sides:
         ``[buf, counts, displs, datatype]`` for `sendbuf` and `recvbuf`."""
         if not self._recall("Alltoallv", sendbuf, recvbuf, None):
-            self._prepare_and_run("Alltoallv", sendbuf, recvbuf, None, calls.prepare_alltoallv, sendbuf, recvbuf)
+            self._prepare_and_run("Alltoallv", sendbuf, recvbuf, None, arguments.prepare_alltoallv, sendbuf, recvbuf)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802
         """Reduce `sendbuf` (size x n elements) with `op`; rank i gets block i (n elements).
@@ -721,7 +721,7 @@ class Comm:
         if sendbuf is not _IN_PLACE and self._fast_reduction(_pmc_reduce_scatter_block, sendbuf, recvbuf, op,
                                                                 self._size):
             return
-        self._run(calls.prepare_reduce_scatter_block(self, sendbuf, recvbuf, op))
+        self._run(arguments.prepare_reduce_scatter_block(self, sendbuf, recvbuf, op))
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,  # noqa: N802
                        op: Any = MPI.SUM) -> None:
@@ -729,23 +729,23 @@ class Comm:
         (recvcounts None: each rank's count is the length of its own `recvbuf`, as in mpi4py)."""
         if recvcounts is None:
             # The counts come from every rank's receive buffer: gathered on each call.
-            self._run(calls.prepare_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op))
+            self._run(arguments.prepare_reduce_scatter(self, sendbuf, recvbuf, recvcounts, op))
             return
         extra = (_snap(recvcounts), id(op))
         if not self._recall("Reduce_scatter", sendbuf, recvbuf, extra):
-            self._prepare_and_run("Reduce_scatter", sendbuf, recvbuf, extra, calls.prepare_reduce_scatter,
+            self._prepare_and_run("Reduce_scatter", sendbuf, recvbuf, extra, arguments.prepare_reduce_scatter,
                                   sendbuf, recvbuf, recvcounts, op)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""
         if not self._fast_reduction(_pmc_scan, sendbuf, recvbuf, op, 1):
-            self._run(calls.prepare_scan(self, sendbuf, recvbuf, op))
+            self._run(arguments.prepare_scan(self, sendbuf, recvbuf, op))
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Exclusive prefix reduction: rank i > 0 gets the combination of ranks 0..i-1;
         rank 0's `recvbuf` is left as it was."""
         if recvbuf is None or not self._fast_reduction(_pmc_exscan, sendbuf, recvbuf, op, 1):
-            self._run(calls.prepare_exscan(self, sendbuf, recvbuf, op))
+            self._run(arguments.prepare_exscan(self, sendbuf, recvbuf, op))
 
     def _reduction_error(self, rc: int, what: str, elem: int, opc: int) -> None:
         if rc == lib.PMC_ERR_ARG and not lib.pmc_op_valid(elem, opc):
@@ -810,20 +810,20 @@ class Comm:
 
 
 # -- non-blocking and persistent forms, from the same prepared calls ---------
-_PREPARED: list[tuple[str, Callable[..., calls.Call]]] = [
-    ("Barrier", calls.prepare_barrier), ("Bcast", calls.prepare_bcast),
-    ("Gather", calls.prepare_gather), ("Gatherv", calls.prepare_gatherv),
-    ("Scatter", calls.prepare_scatter), ("Scatterv", calls.prepare_scatterv),
-    ("Allgather", calls.prepare_allgather), ("Allgatherv", calls.prepare_allgatherv),
-    ("Alltoall", calls.prepare_alltoall), ("Alltoallv", calls.prepare_alltoallv),
-    ("Reduce", calls.prepare_reduce), ("Allreduce", calls.prepare_allreduce),
-    ("Reduce_scatter_block", calls.prepare_reduce_scatter_block),
-    ("Reduce_scatter", calls.prepare_reduce_scatter),
-    ("Scan", calls.prepare_scan), ("Exscan", calls.prepare_exscan),
+_PREPARED: list[tuple[str, Callable[..., arguments.PreparedCall]]] = [
+    ("Barrier", arguments.prepare_barrier), ("Bcast", arguments.prepare_bcast),
+    ("Gather", arguments.prepare_gather), ("Gatherv", arguments.prepare_gatherv),
+    ("Scatter", arguments.prepare_scatter), ("Scatterv", arguments.prepare_scatterv),
+    ("Allgather", arguments.prepare_allgather), ("Allgatherv", arguments.prepare_allgatherv),
+    ("Alltoall", arguments.prepare_alltoall), ("Alltoallv", arguments.prepare_alltoallv),
+    ("Reduce", arguments.prepare_reduce), ("Allreduce", arguments.prepare_allreduce),
+    ("Reduce_scatter_block", arguments.prepare_reduce_scatter_block),
+    ("Reduce_scatter", arguments.prepare_reduce_scatter),
+    ("Scan", arguments.prepare_scan), ("Exscan", arguments.prepare_exscan),
 ]
 
 
-def _add_forms(name: str, prepare: Callable[..., calls.Call]) -> None:
+def _add_forms(name: str, prepare: Callable[..., arguments.PreparedCall]) -> None:
     params = list(inspect.signature(prepare).parameters.values())[1:]
     iname = "I" + name[0].lower() + name[1:]
 

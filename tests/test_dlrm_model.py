@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pymcoll.algorithms.dlrm.codec import FORWARD, BlockInfo, Codec  # noqa: E402
+from pymcoll.algorithms.dlrm.block_codec import FORWARD, BlockCodec, BlockInfo  # noqa: E402
 from pymcoll.algorithms.dlrm.exchange import _split_for_shards, check_local_input  # noqa: E402
 from pymcoll.algorithms.dlrm.model import DLRM, dot_interaction, mlp  # noqa: E402
 from pymcoll.algorithms.dlrm.planner import plan_tables  # noqa: E402
@@ -48,11 +48,11 @@ def test_dlrm_shapes() -> None:
 def test_identity_codec_round_trip() -> None:
     block = torch.randn(5, 3)
     info = BlockInfo(FORWARD, 0, 10, 0, 1, (5, 3), 0)
-    data = Codec().encode(block, info)
+    data = BlockCodec().encode(block, info)
     assert data.dtype == np.uint8 and data.size == 60
-    assert torch.equal(Codec().decode(data, info), block)
+    assert torch.equal(BlockCodec().decode(data, info), block)
     with pytest.raises(ValueError, match="expected 60"):
-        Codec().decode(data[:-4], info)
+        BlockCodec().decode(data[:-4], info)
 
 
 def test_row_wise_routing_sends_each_id_to_the_shard_holding_it() -> None:

@@ -4,9 +4,9 @@ Without torch: Criteo-schema data (:mod:`.data`), the placement of tables
 over ranks (:mod:`.planner`), metrics (:mod:`.metrics`), the emulated link
 (:mod:`.link`). With torch, imported on their own: the shards a rank owns
 (:mod:`.tables`), the all-to-all exchange (:mod:`.exchange`, on a
-:mod:`.transport`, with a :mod:`.codec` hook), the sharded embedding-bag
-collection (:mod:`.embedding`), the model (:mod:`.model`) and its
-checkpoints (:mod:`.checkpoint`).
+:mod:`.transport`, with a :mod:`.block_codec` hook), the sharded
+embedding-bag collection (:mod:`.embedding`), the model (:mod:`.model`) and
+its checkpoints (:mod:`.checkpoint`).
 """
 
 from .data import (CRITEO_KAGGLE_CARDINALITIES, NUM_DENSE, NUM_SPARSE, CriteoBatch, SparseFeatures,

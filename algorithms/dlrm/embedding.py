@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .codec import Codec
+from .block_codec import BlockCodec
 from .data import SparseFeatures
 from .exchange import (Exchange, PooledAllToAll, RoutedInput, check_local_input, plan_signature, pooled_layout,
                        route_sparse)
@@ -72,14 +72,14 @@ class ShardedEmbeddingBagCollection(torch.nn.Module):
       pooling: "sum" or "mean".
       optimizer: "sgd" or "rowwise_adagrad"; lr, eps: its settings.
       seed: the seed of the initial rows (see :func:`~.tables.initial_rows`).
-      codec: the pooled exchange's codec (None: floats as they are).
+      codec: the pooled exchange's block codec, a :class:`~.block_codec.BlockCodec` (None: floats as they are).
       link_gbps, link_latency_us: emulated link per rank (None: no limit).
     """
 
     def __init__(self, table_sizes: Sequence[int], dim: int, transport: Any = None, *,
                  plan: Optional[ShardingPlan] = None, kinds: Union[str, Sequence[str]] = "auto",
                  pooling: str = "sum", optimizer: str = "sgd", lr: float = 0.01, eps: float = 1e-8,
-                 seed: int = 0, codec: Optional[Codec] = None, link_gbps: Optional[float] = None,
+                 seed: int = 0, codec: Optional[BlockCodec] = None, link_gbps: Optional[float] = None,
                  link_latency_us: float = 0.0) -> None:
         super().__init__()
         if pooling not in POOLINGS:

@@ -17,7 +17,7 @@ forward pass runs four all-to-alls:
    (``pooled_grad``), as a torch autograd function.
 
 Each call is timed by name and paced by the link limiter; the pooled
-blocks go through the codec when one is set.
+blocks go through the block codec (:mod:`.block_codec`) when one is set.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .codec import BACKWARD, FORWARD, BlockInfo, Codec
+from .block_codec import BACKWARD, FORWARD, BlockCodec, BlockInfo
 from .link import ExchangeTimer, LinkLimiter
 from .planner import Shard, ShardingPlan
 from .transport import Transport
@@ -49,7 +49,7 @@ class Exchange:
     """The collectives of the embedding exchange, timed, paced and optionally encoded."""
 
     def __init__(self, transport: Transport, *, link_gbps: Optional[float] = None, link_latency_us: float = 0.0,
-                 codec: Optional[Codec] = None) -> None:
+                 codec: Optional[BlockCodec] = None) -> None:
         self.transport = transport
         self.rank, self.size = transport.rank, transport.size
         self.limiter = LinkLimiter(link_gbps, link_latency_us)

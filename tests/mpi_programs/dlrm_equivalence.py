@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from pymcoll.algorithms.dlrm.codec import Codec
+from pymcoll.algorithms.dlrm.block_codec import BlockCodec
 from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 from pymcoll.algorithms.dlrm.model import DLRM, DenseGradientAllreduce
 from pymcoll.algorithms.dlrm.tables import initial_rows
@@ -128,7 +128,7 @@ def run_case(kinds_name: str, pooling: str, optimizer: str, with_weights: bool, 
     rank, size = world.rank, world.size
     kinds = MIX if kinds_name == "mix" else kinds_name
     emb = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, pooling=pooling, optimizer=optimizer,
-                                        lr=LR_EMB, seed=SEED, codec=Codec() if codec else None,
+                                        lr=LR_EMB, seed=SEED, codec=BlockCodec() if codec else None,
                                         link_gbps=link_gbps)
     model = DLRM(emb, bottom=(16,), top=(32, 16), seed=7)
     ref = DLRM(ReferenceBags(pooling), bottom=(16,), top=(32, 16), seed=7)

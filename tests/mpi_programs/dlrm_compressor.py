@@ -1,9 +1,10 @@
-"""The DLRM exchange with the error-bounded codec against the same exchange
-without it: every pooled embedding within the bound of its block (the bound
-relative to the block's value range), the gradients' exchange unchanged; and
-with a fast emulated link, blocks bypass the codec.
+"""The DLRM exchange with the exchange compressor (the error-bounded codec)
+against the same exchange without it: every pooled embedding within the
+bound of its block (the bound relative to the block's value range), the
+gradients' exchange unchanged; and with a fast emulated link, blocks bypass
+the compressor.
 
-Usage: python -m mpi_programs.dlrm_codec
+Usage: python -m mpi_programs.dlrm_compressor
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 from mpi4py import MPI
 
 from pymcoll.algorithms.compression import AdaptiveBound, IterationSchedule, TableBounds
-from pymcoll.algorithms.compression.exchange_codec import ErrorBoundedCodec
+from pymcoll.algorithms.compression.exchange_compressor import ExchangeCompressor
 from pymcoll.algorithms.dlrm.embedding import ShardedEmbeddingBagCollection
 
 from .common import agree, main
@@ -27,7 +28,7 @@ def body() -> None:
     verdict = world.Dup()
     rank, size = world.rank, world.size
     bound = AdaptiveBound(TableBounds(), IterationSchedule(phase=4, kind="linear"))
-    codec = ErrorBoundedCodec(bound, bypass=False)
+    codec = ExchangeCompressor(bound, bypass=False)
     kinds = ["table", "row", "column", "row", "table"]
     lossy = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, seed=5, codec=codec)
     exact = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, seed=5)
@@ -60,7 +61,7 @@ def body() -> None:
     assert codec.stats.blocks > 0 and codec.stats.bypassed == 0
     assert "pooled_sizes" in lossy.exchange.timer.calls and "pooled_grad_sizes" not in lossy.exchange.timer.calls
     # A link far faster than the codec: after the first measuring block per table, blocks go raw.
-    fast = ErrorBoundedCodec(bound, link_gbps=None, probe_every=100)
+    fast = ExchangeCompressor(bound, link_gbps=None, probe_every=100)
     quick = ShardedEmbeddingBagCollection(TABLES, DIM, world, kinds=kinds, seed=5, codec=fast, link_gbps=10_000)
     for _ in range(2):
         out = quick((lengths, ids))

@@ -3,10 +3,10 @@
 Each ``prepare_<collective>`` checks its arguments the way mpi4py's callers
 expect (before any data moves: buffer sizes, read-only or non-contiguous
 receive buffers, mismatched send and receive sizes, bad roots, negative
-counts) and returns a :class:`Call`: the filled ``pmc_args`` plus what must
-stay alive while the core uses the buffers and what to do after completion
-(unpacking derived datatypes). The same Call serves the blocking, the
-non-blocking and the persistent forms.
+counts) and returns a :class:`PreparedCall`: the filled ``pmc_args`` plus
+what must stay alive while the core uses the buffers and what to do after
+completion (unpacking derived datatypes). The same PreparedCall serves the
+blocking, the non-blocking and the persistent forms.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _IN_PLACE = MPI.IN_PLACE
 _NULL = ffi.NULL
 
 
-class Call:
+class PreparedCall:
     """A prepared collective: core arguments, keep-alives and completion steps."""
 
     __slots__ = ("args", "keep", "after", "before", "delegate")
@@ -46,22 +46,22 @@ class Call:
             step()
 
 
-def _delegated(coll: int, method: str, *args: Any) -> Call:
-    call = Call(coll)
+def _delegated(coll: int, method: str, *args: Any) -> PreparedCall:
+    call = PreparedCall(coll)
     call.delegate = (method, args)
     return call
 
 
-def _device_aware(coll: int, method: str) -> Callable[[Callable[..., Call]], Callable[..., Call]]:
+def _device_aware(coll: int, method: str) -> Callable[[Callable[..., PreparedCall]], Callable[..., PreparedCall]]:
     """A prepare function whose calls the core does not run (device memory:
     CUDA array interface, DLPack on a device; user-defined ops) run in the
     wrapped MPI communicator with the arguments as given, as mpi4py would."""
 
-    def wrap(prepare: Callable[..., Call]) -> Callable[..., Call]:
+    def wrap(prepare: Callable[..., PreparedCall]) -> Callable[..., PreparedCall]:
         sig = inspect.signature(prepare)
 
         @functools.wraps(prepare)
-        def run(comm: Any, *args: Any, **kwargs: Any) -> Call:
+        def run(comm: Any, *args: Any, **kwargs: Any) -> PreparedCall:
             try:
                 return prepare(comm, *args, **kwargs)
             except buffers.RunInWrapped:
@@ -106,19 +106,19 @@ def _vmsg(comm: Any, spec: Any, arg: str, writable: bool, hint: Optional[list] =
     return buffers.vmessage(spec, arg, writable=writable, comm=comm._mpi, size=comm._size, counts_hint=hint)
 
 
-def _keep_send(call: Call, msg: Any) -> None:
+def _keep_send(call: PreparedCall, msg: Any) -> None:
     call.keep.append(msg)
     if msg.pack_from is not None:
         call.before.append(msg.repack)
 
 
-def _keep_recv(call: Call, msg: Any) -> None:
+def _keep_recv(call: PreparedCall, msg: Any) -> None:
     call.keep.append(msg)
     if msg.unpack_to is not None:
         call.after.append(msg.finish)
 
 
-def _u64(call: Call, values: list) -> Any:
+def _u64(call: PreparedCall, values: list) -> Any:
     arr = ffi.new("uint64_t[]", values)
     call.keep.append(arr)
     return arr
@@ -131,14 +131,14 @@ def _same_size(send_bytes: int, recv_bytes: int, what: str, who: str = "recvbuf"
 
 
 # -- data movement -----------------------------------------------------------
-def prepare_barrier(comm: Any) -> Call:
-    return Call(lib.PMC_COLL_BARRIER)
+def prepare_barrier(comm: Any) -> PreparedCall:
+    return PreparedCall(lib.PMC_COLL_BARRIER)
 
 
 @_device_aware(lib.PMC_COLL_BCAST, "Bcast")
-def prepare_bcast(comm: Any, buf: Any, root: int = 0) -> Call:
+def prepare_bcast(comm: Any, buf: Any, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Bcast", comm._size)
-    call = Call(lib.PMC_COLL_BCAST)
+    call = PreparedCall(lib.PMC_COLL_BCAST)
     msg = _msg(comm, buf, "buf", writable=comm._rank != root)
     a = call.args
     a.recvbuf, a.count, a.root = msg.ptr, msg.nbytes, root
@@ -150,9 +150,9 @@ def prepare_bcast(comm: Any, buf: Any, root: int = 0) -> Call:
 
 
 @_device_aware(lib.PMC_COLL_GATHER, "Gather")
-def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
+def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Gather", comm._size)
-    call = Call(lib.PMC_COLL_GATHER)
+    call = PreparedCall(lib.PMC_COLL_GATHER)
     a = call.args
     a.root = root
     is_root = comm._rank == root
@@ -179,9 +179,9 @@ def prepare_gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call
 
 
 @_device_aware(lib.PMC_COLL_GATHERV, "Gatherv")
-def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
+def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Gatherv", comm._size)
-    call = Call(lib.PMC_COLL_GATHERV)
+    call = PreparedCall(lib.PMC_COLL_GATHERV)
     a = call.args
     a.root = root
     is_root = comm._rank == root
@@ -206,9 +206,9 @@ def prepare_gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
 
 
 @_device_aware(lib.PMC_COLL_SCATTER, "Scatter")
-def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
+def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Scatter", comm._size)
-    call = Call(lib.PMC_COLL_SCATTER)
+    call = PreparedCall(lib.PMC_COLL_SCATTER)
     a = call.args
     a.root = root
     is_root = comm._rank == root
@@ -233,9 +233,9 @@ def prepare_scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Cal
 
 
 @_device_aware(lib.PMC_COLL_SCATTERV, "Scatterv")
-def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Call:
+def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Scatterv", comm._size)
-    call = Call(lib.PMC_COLL_SCATTERV)
+    call = PreparedCall(lib.PMC_COLL_SCATTERV)
     a = call.args
     a.root = root
     is_root = comm._rank == root
@@ -260,8 +260,8 @@ def prepare_scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int = 0) -> Ca
 
 
 @_device_aware(lib.PMC_COLL_ALLGATHER, "Allgather")
-def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
-    call = Call(lib.PMC_COLL_ALLGATHER)
+def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> PreparedCall:
+    call = PreparedCall(lib.PMC_COLL_ALLGATHER)
     a = call.args
     size = comm._size
     recv = _msg(comm, recvbuf, "recvbuf", writable=True, blocks=size)
@@ -284,8 +284,8 @@ def prepare_allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
 
 
 @_device_aware(lib.PMC_COLL_ALLGATHERV, "Allgatherv")
-def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
-    call = Call(lib.PMC_COLL_ALLGATHERV)
+def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> PreparedCall:
+    call = PreparedCall(lib.PMC_COLL_ALLGATHERV)
     a = call.args
     recv = _vmsg(comm, recvbuf, "recvbuf", writable=True)
     _keep_recv(call, recv)
@@ -306,8 +306,8 @@ def prepare_allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
 
 
 @_device_aware(lib.PMC_COLL_ALLTOALL, "Alltoall")
-def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
-    call = Call(lib.PMC_COLL_ALLTOALL)
+def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> PreparedCall:
+    call = PreparedCall(lib.PMC_COLL_ALLTOALL)
     a = call.args
     size = comm._size
     recv = _msg(comm, recvbuf, "recvbuf", writable=True, blocks=size)
@@ -330,8 +330,8 @@ def prepare_alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
 
 
 @_device_aware(lib.PMC_COLL_ALLTOALLV, "Alltoallv")
-def prepare_alltoallv(comm: Any, sendbuf: Any, recvbuf: Any) -> Call:
-    call = Call(lib.PMC_COLL_ALLTOALLV)
+def prepare_alltoallv(comm: Any, sendbuf: Any, recvbuf: Any) -> PreparedCall:
+    call = PreparedCall(lib.PMC_COLL_ALLTOALLV)
     a = call.args
     recv = _vmsg(comm, recvbuf, "recvbuf", writable=True)
     _keep_recv(call, recv)
@@ -364,7 +364,7 @@ _REDUCTION_METHODS = {
 
 
 def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: Optional[int],
-               receives: bool, in_blocks: int, recvcounts: Optional[list] = None) -> Call:
+               receives: bool, in_blocks: int, recvcounts: Optional[list] = None) -> PreparedCall:
     """Reductions: `in_blocks` input blocks per output block (size for the
     reduce-scatters, 1 otherwise); recvcounts for Reduce_scatter."""
     what = _REDUCTION_METHODS[coll]
@@ -375,7 +375,7 @@ def _reduction(comm: Any, coll: int, sendbuf: Any, recvbuf: Any, op: Any, root: 
         # A user-defined op: every rank passes the same one (MPI requires it),
         # so every rank takes the wrapped communicator's path together.
         raise buffers.RunInWrapped("op")
-    call = Call(coll)
+    call = PreparedCall(coll)
     a = call.args
     a.op = opc
     if root is not None:
@@ -466,33 +466,33 @@ def _reduce_scatter_counts(comm: Any, recvcounts: Any, send: Any, recv: Any, esi
 
 
 @_device_aware(lib.PMC_COLL_ALLREDUCE, "Allreduce")
-def prepare_allreduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
+def prepare_allreduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> PreparedCall:
     return _reduction(comm, lib.PMC_COLL_ALLREDUCE, sendbuf, recvbuf, op, None, True, 1)
 
 
 @_device_aware(lib.PMC_COLL_REDUCE, "Reduce")
-def prepare_reduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> Call:
+def prepare_reduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> PreparedCall:
     root = _check_root(root, "Reduce", comm._size)
     return _reduction(comm, lib.PMC_COLL_REDUCE, sendbuf, recvbuf, op, root, comm._rank == root, 1)
 
 
 @_device_aware(lib.PMC_COLL_REDUCE_SCATTER_BLOCK, "Reduce_scatter_block")
-def prepare_reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
+def prepare_reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> PreparedCall:
     return _reduction(comm, lib.PMC_COLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, op, None, True, comm._size)
 
 
 @_device_aware(lib.PMC_COLL_REDUCE_SCATTER, "Reduce_scatter")
 def prepare_reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                           op: Any = MPI.SUM) -> Call:
+                           op: Any = MPI.SUM) -> PreparedCall:
     return _reduction(comm, lib.PMC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, op, None, True, comm._size,
                       recvcounts=recvcounts)
 
 
 @_device_aware(lib.PMC_COLL_SCAN, "Scan")
-def prepare_scan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
+def prepare_scan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> PreparedCall:
     return _reduction(comm, lib.PMC_COLL_SCAN, sendbuf, recvbuf, op, None, True, 1)
 
 
 @_device_aware(lib.PMC_COLL_EXSCAN, "Exscan")
-def prepare_exscan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Call:
+def prepare_exscan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> PreparedCall:
     return _reduction(comm, lib.PMC_COLL_EXSCAN, sendbuf, recvbuf, op, None, True, 1)

@@ -1,9 +1,10 @@
-"""The error-bounded codec as the DLRM exchange's codec hook.
+"""The error-bounded C codec as the DLRM exchange's block codec.
 
-:class:`ErrorBoundedCodec` compresses the forward pooled-embedding blocks
-(and the backward gradient blocks only when ``backward=True``) with the C
-codec at the dual-level adaptive bound (:mod:`.adaptive`): a bound per table
-from its cardinality, times the iteration's multiplier (the exchange's step
+:class:`ExchangeCompressor` (a :class:`~pymcoll.algorithms.dlrm.block_codec.BlockCodec`)
+compresses the forward pooled-embedding blocks (and the backward gradient
+blocks only when ``backward=True``) with the C codec (:mod:`.error_bounded`)
+at the dual-level adaptive bound (:mod:`.adaptive`): a bound per table from
+its cardinality, times the iteration's multiplier (the exchange's step
 count). The exchange sends the encoded sizes first, then the bytes.
 
 Bypass: a block crosses the wire raw when compressing would not pay on the
@@ -21,7 +22,7 @@ model is optimistic, and near the break-even point a wrong guess costs
 more than a right one gains (the encoded path adds the size exchange and a
 call per block that the model does not count).
 The link's speed is ``link_gbps``, or the exchange's emulated link when the
-codec is attached to one; with neither, every block is compressed.
+compressor is attached to one; with neither, every block is compressed.
 
 Stage: on a link of at least ``packed_above_gbps`` (0.25 Gb/s) the codes are
 packed at a fixed width rather than Huffman coded: decoding packed codes is
@@ -38,26 +39,27 @@ starts with one byte: 0 for raw float32, 1 for the codec's buffer.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from pymcoll.algorithms.dlrm.codec import BACKWARD, FORWARD, BlockInfo, Codec
+from pymcoll.algorithms.dlrm.block_codec import BACKWARD, FORWARD, BlockCodec, BlockInfo
 
 from .adaptive import AdaptiveBound
-from .codec import STAGES, compress, decompress, inspect
+from .error_bounded import STAGES, compress, decompress, inspect
 
 RAW, COMPRESSED = 0, 1
 COPY_Bps = 2.5e9  # effective rate of the encoded path's extra copies of raw blocks (Python included)
 
 
 @dataclass
-class CodecStats:
-    """What the codec did, summed over blocks."""
+class CompressorStats:
+    """What the compressor did, summed over blocks."""
 
-    blocks: int = 0  # blocks to other ranks (a rank's own skip the codec)
+    blocks: int = 0  # blocks to other ranks (a rank's own skip the compressor)
     bypassed: int = 0  # of those, sent raw because compressing would not pay on the link
     raw_bytes: int = 0  # float32 bytes of the blocks encoded
     sent_bytes: int = 0  # bytes the encoded blocks take
@@ -70,8 +72,8 @@ class CodecStats:
         return self.raw_bytes / self.sent_bytes if self.sent_bytes else 1.0
 
 
-class ErrorBoundedCodec(Codec):
-    """Lossy, error-bounded codec for the pooled-embedding exchange.
+class ExchangeCompressor(BlockCodec):
+    """Lossy, error-bounded block codec for the pooled-embedding exchange.
 
     bound: an :class:`~.adaptive.AdaptiveBound` (default: the paper's levels
       and a 2x multiplier decaying to 1x over 1000 iterations).
@@ -109,7 +111,7 @@ class ErrorBoundedCodec(Codec):
         if not 0 <= margin < 1:
             raise ValueError(f"margin={margin}: a share of the raw transfer time in [0, 1)")
         self.margin = margin
-        self.stats = CodecStats()
+        self.stats = CompressorStats()
         # Bytes per second of compress and decompress (of the raw float32 bytes): a calibrated default
         # and running estimates per table (a table of few distinct rows compresses many times faster).
         self.compress_Bps, self.decompress_Bps = 1e9, 1.5e9
@@ -272,3 +274,16 @@ class ErrorBoundedCodec(Codec):
         rate = raw / max(took, 1e-9)
         self._observe_rate("decompress", info.table, rate)
         self.stats.decode_s += took
+
+
+# The names before the exchange's compressor was told apart from the C codec: kept working, with a warning.
+_RENAMED = {"ErrorBoundedCodec": "ExchangeCompressor", "CodecStats": "CompressorStats"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(f"pymcoll.algorithms.compression.exchange_compressor.{name} is deprecated; use {new}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

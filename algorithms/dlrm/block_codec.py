@@ -1,11 +1,11 @@
-"""The exchange's codec hook: what a block of embeddings becomes on the wire.
+"""The exchange's block codec hook: what a block of embeddings becomes on the wire.
 
 The pooled-embedding exchange cuts its payload into blocks, one per
 (sending rank, receiving rank, shard): a (samples, columns) float32 tensor.
-With a codec, each block is encoded before the send and decoded after the
-receive; the encoded sizes are exchanged first (an all-to-all of counts),
-then the bytes. Without one (the default) the floats go as they are, with
-no size exchange. :class:`BlockInfo` tells the codec which table, shard,
+With a block codec (a :class:`BlockCodec`), each block is encoded before
+the send and decoded after the receive; the encoded sizes are exchanged
+first (an all-to-all of counts), then the bytes. Without one (the default)
+the floats go as they are, with no size exchange. :class:`BlockInfo` tells the codec which table, shard,
 direction and exchange step a block belongs to, so that it can choose a
 bound per table and per iteration.
 
@@ -16,6 +16,7 @@ skip it and stay exact.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +40,8 @@ class BlockInfo:
     step: int  # how many forward exchanges came before this one's
 
 
-class Codec:
-    """Identity codec, and the interface of every codec.
+class BlockCodec:
+    """Identity block codec, and the interface of every block codec.
 
     Subclasses override :meth:`encode` and :meth:`decode`, and
     :meth:`applies` to choose the directions they act on (the base class:
@@ -76,3 +77,12 @@ class Codec:
             raise ValueError(f"identity codec: block of table {info.table} from rank {info.source} has "
                              f"{data.size} bytes, expected {expected}")
         return torch.from_numpy(np.array(data).view(np.float32).reshape(info.shape))
+
+
+def __getattr__(name: str) -> Any:
+    # The interface's name before it said which codec it is: kept working, with a warning.
+    if name == "Codec":
+        warnings.warn("pymcoll.algorithms.dlrm.block_codec.Codec is deprecated; use BlockCodec",
+                      DeprecationWarning, stacklevel=2)
+        return BlockCodec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
