@@ -164,3 +164,37 @@ def test_calls_run_in_the_wrapped_communicator_are_recorded_as_mpi(tmp_path: Pat
                             ("Allreduce", "mpi", "persistent"), ("Allreduce", "mpi", "persistent"),
                             ("Allreduce", "mpi", "blocking")], got
         assert got[0][1] != "mpi" and got[6][1] != "mpi", got
+
+
+NODES2 = {"PYMCOLL_NODE_SIZE": "2"}
+LEADER = dict(NODES2, **{f"PYMCOLL_{c.upper()}_ALGORITHM": "leader" for c in ("Bcast", "Allreduce", "Alltoall")})
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("ranks,env,expected", [
+    # One rank, or no data: nothing crosses ranks.
+    (1, {}, [("Allreduce:64", "self"), ("Allgather:64", "self")]),
+    (2, {}, [("Bcast:0", "self"), ("Allreduce:0", "self"),
+             # One node: the segment's algorithms, Gatherv included.
+             ("Allreduce:64", "node"), ("Gatherv:64", "node"), ("Scatter:4096", "node")]),
+    # No segment: everything runs in the wrapped communicator.
+    (2, {"PYMCOLL_SHM": "off"}, [("Allreduce:64", "mpi"), ("Bcast:64", "mpi"), ("Gather:64", "mpi")]),
+    # Two virtual nodes: the lanes where they serve; Gatherv, Allgatherv and a Gather
+    # larger than the lanes' tree holds (4 x 2 MiB > the 4 MiB segment) go to MPI.
+    (4, NODES2, [("Bcast:64", "lanes"), ("Allreduce:64", "lanes"), ("Gather:64", "lanes"),
+                 ("Alltoall:64", "lanes"), ("Reduce_scatter_block:64", "lanes"), ("Gatherv:64", "mpi"),
+                 ("Allgatherv:64", "mpi"), ("Gather:2097152", "mpi"), ("Scatter:2097152", "mpi")]),
+    # One leader per node, where asked for, and for the collectives that have only that.
+    (4, LEADER, [("Bcast:64", "leader"), ("Allreduce:64", "leader"), ("Alltoall:64", "leader"),
+                 ("Barrier:0", "leader"), ("Scan:64", "leader")]),
+], ids=["self", "node", "mpi", "lanes", "leader"])
+def test_trace_records_the_algorithm_each_call_took(tmp_path: Path, ranks: int, env: dict[str, str],
+                                                     expected: list[tuple[str, str]]) -> None:
+    specs = [spec for spec, _ in expected]
+    proc = run_mpi(ranks, "trace_algorithms", *specs, env=dict(env, PYMCOLL_TRACE=str(tmp_path)), timeout=150)
+    assert proc.stdout.count("algorithms ok") == ranks, proc.stdout
+    want = [(spec.partition(":")[0], family) for spec, family in expected]
+    for rank in range(ranks):
+        (comm,) = json.loads((tmp_path / f"rank{rank}.json").read_text())["comms"]
+        got = [(r["coll"], r["algorithm"]) for r in comm["records"]]
+        assert got == want, (rank, got)

@@ -360,6 +360,23 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     return rc3;
 }
 
+/* A buffer kept for reuse, grown to at least bytes. */
+static void *grow(void **buf, size_t *have, size_t bytes)
+{
+    if (bytes <= *have) return *buf;
+    void *p = realloc(*buf, bytes);
+    if (p == NULL) return NULL;
+    *buf = p;
+    *have = bytes;
+    return p;
+}
+
+void *pmc_scratch(pmc_comm *c, size_t bytes) { return grow(&c->scratch, &c->scratch_bytes, bytes); }
+
+void *pmc_scratch_outer(pmc_comm *c, size_t bytes) { return grow(&c->outer, &c->outer_bytes, bytes); }
+
+void *pmc_scratch_lane(pmc_comm *c, size_t bytes) { return grow(&c->lane_scratch, &c->lane_scratch_bytes, bytes); }
+
 void pmc_config_defaults(pmc_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));

@@ -2,7 +2,7 @@
 #ifndef PMC_COMM_H
 #define PMC_COMM_H
 
-#include "mpi_calls.h"
+#include "mpi_symbols.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -119,6 +119,9 @@ static inline int pmc_coll_is_rooted(int coll)
 enum { PMC_PATH_CICO = 0, PMC_PATH_INLINE, PMC_PATH_CMA };
 /* 1 when the collective runs through the wrapped MPI communicator. */
 int pmc_use_mpi(const pmc_comm *c, int coll);
+/* Records the algorithm family (PMC_TRACE_ALGO_*) a collective's entry
+ * chose in the running call's trace record, where the choice is made. */
+void pmc_took(pmc_comm *c, int family);
 /* Data path within a node for `payload` bytes per rank; can_inline /
  * can_cma say whether the collective has such a variant for this call. */
 int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma);

@@ -202,6 +202,47 @@ static int progress_locked(pmc_comm *c, int blocking, const pmc_op *until)
     return PMC_OK;
 }
 
+/* Common entry and exit of every collective start (blocking or a request's
+ * Start). The record starts without an algorithm: the collective's entry
+ * names the one it takes (pmc_took) once it has chosen. */
+int pmc_coll_enter(pmc_comm *c, pmc_op *op, int mode)
+{
+    const pmc_args *a = &op->a;
+    const uint64_t seq = ++c->coll_seq;
+    const char *name = pmc_coll_name(a->coll);
+    const int reduction = pmc_coll_is_reduction(a->coll);
+    op->seq = seq;
+    op->trace = NULL;
+    if (c->trace != NULL && c->trace->rec != NULL)
+        op->trace = pmc_trace_enter(c->trace, seq, a,
+                                    reduction ? a->count * (uint64_t)pmc_dtype_size(a->dtype) : a->count,
+                                    reduction, pmc_coll_is_rooted(a->coll), mode, PMC_TRACE_ALGO_NONE,
+                                    pmc_trace_ticks());
+    c->node_ctx.coll = name;
+    c->node_ctx.coll_seq = seq;
+    if (c->broken)
+        return pmc_fail(c, PMC_ERR_BROKEN,
+                        "%s #%llu refused: this communicator is broken by an earlier "
+                        "timeout or peer failure; call Free() and create a new one",
+                        name, (unsigned long long)seq);
+    c->errmsg[0] = '\0';
+    return PMC_OK;
+}
+
+int pmc_coll_leave(pmc_comm *c, pmc_op *op, int status)
+{
+    pmc_trace_end(op->trace, op->seq, status);
+    if (status != PMC_OK) {
+        /* The dump sees the wait that failed; afterwards nothing waits. */
+        if (status == PMC_ERR_TIMEOUT) (void)pmc_trace_dump_now("timeout", 0);
+        atomic_store_explicit(&c->node_ctx.wait.what, PMC_WAIT_NONE, memory_order_release);
+    }
+    /* Argument errors are found before any rank moves data; everything else
+     * may leave peers mid-protocol, so the communicator is not reused. */
+    if (status != PMC_OK && status != PMC_ERR_ARG) c->broken = 1;
+    return status;
+}
+
 static int check_args(pmc_comm *c, pmc_args *a)
 {
     const pmc_coll_entry *e = pmc_coll_table(a->coll);

@@ -16,7 +16,7 @@
 #ifndef PMC_OP_H
 #define PMC_OP_H
 
-#include "mpi_calls.h"
+#include "mpi_symbols.h"
 #include <stdint.h>
 
 #include "pymcoll.h"

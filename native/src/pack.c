@@ -1,6 +1,6 @@
 /* Packing of derived datatypes into contiguous bytes (MPI_Pack on
  * MPI_COMM_SELF: the layout is this rank's own business). */
-#include "mpi_calls.h"
+#include "mpi_symbols.h"
 #include <stdint.h>
 
 #include "pymcoll.h"

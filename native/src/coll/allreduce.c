@@ -38,20 +38,27 @@ int pmc_allreduce_run(pmc_op *op)
     const void *send = a->in_place ? a->recvbuf : a->sendbuf;
     PMC_CO_BEGIN(f);
     if (a->count == 0) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF); /* nothing crosses ranks */
         f->pc = 0;
         return PMC_OK;
     }
     if (c->size == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF);
         if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
     } else if (pmc_use_mpi(c, a->coll)) {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1, PMC_INLINE_ALL));
     } else if (c->nnodes == 1 && a->count * (uint64_t)pmc_dtype_size(a->dtype) <= c->flat_max) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_flat(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, c->size));
     } else if (c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
     } else {
+        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, pmc_allreduce_across(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op));
     }
     PMC_CO_END(f);
@@ -65,22 +72,29 @@ int pmc_reduce_run(pmc_op *op)
     const void *send = a->in_place ? a->recvbuf : a->sendbuf;
     PMC_CO_BEGIN(f);
     if (a->count == 0) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF); /* nothing crosses ranks */
         f->pc = 0;
         return PMC_OK;
     }
     if (c->size == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF);
         if (send != a->recvbuf) memmove(a->recvbuf, send, a->count * (uint64_t)pmc_dtype_size(a->dtype));
     } else if (pmc_use_mpi(c, a->coll)) {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root,
                                             PMC_INLINE_ALL));
     } else if (c->nnodes == 1 && a->count * (uint64_t)pmc_dtype_size(a->dtype) <= c->flat_max) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_flat(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op,
                                           c->rank == a->root ? c->size : 0));
     } else if (c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else {
+        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, reduce_across(op, f + 1, send, a->recvbuf));
     }
     PMC_CO_END(f);

@@ -39,6 +39,7 @@ int pmc_alltoall_run(pmc_op *op)
     const pmc_args *a = &op->a;
     PMC_CO_BEGIN(f);
     if (a->count == 0) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF); /* nothing crosses ranks */
         f->pc = 0;
         return PMC_OK;
     }
@@ -50,12 +51,16 @@ int pmc_alltoall_run(pmc_op *op)
         }
     }
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 0, 1) == PMC_PATH_CMA) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_alltoall_node_cma(op, f + 1, f->p, a->recvbuf, a->count));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, f->p, NULL, NULL, a->recvbuf, NULL, NULL, a->count, -1, 1));
     } else if (across_lanes(c, a)) {
+        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, pmc_alltoall_lanes_pairwise(op, f + 1, f->p, !pmc_use_lanes(c, a->coll)));
     } else {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
     PMC_CO_END(f);
@@ -75,11 +80,14 @@ int pmc_alltoallv_run(pmc_op *op)
         }
     }
     if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_pairs_node_split(op, f + 1, f->p, a->sendcounts, a->sdispls, a->recvbuf, a->recvcounts,
                                           a->rdispls, 0, -1));
     } else if (across_lanes(c, a)) {
+        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, pmc_alltoall_lanes_pairwise(op, f + 1, f->p, !pmc_use_lanes(c, a->coll)));
     } else {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     }
     PMC_CO_END(f);

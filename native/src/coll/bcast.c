@@ -18,18 +18,24 @@ int pmc_bcast_run(pmc_op *op)
     const pmc_args *a = &op->a;
     PMC_CO_BEGIN(f);
     if (c->size == 1 || a->count == 0) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF); /* nothing crosses ranks */
         f->pc = 0;
         return PMC_OK;
     }
     if (pmc_use_mpi(c, a->coll)) {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_coll_mpi_flat(op, f + 1));
     } else if (c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_bcast_node(op, f + 1, a->recvbuf, a->count, a->root));
     } else if (pmc_use_lanes(c, a->coll) && a->count <= c->lanes_bcast_tree_max && a->count <= c->data_bytes) {
+        pmc_took(c, PMC_TRACE_ALGO_LANES);
         PMC_AWAIT(f, pmc_lanes_tree_down(op, f + 1, a->recvbuf, a->recvbuf, a->count, a->root, 0));
     } else if (pmc_use_lanes(c, a->coll)) {
+        pmc_took(c, PMC_TRACE_ALGO_LANES);
         PMC_AWAIT(f, pmc_bcast_lanes_sliced(op, f + 1, a->recvbuf, a->count, a->root));
     } else {
+        pmc_took(c, PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, pmc_bcast_hier(op, f + 1, a->recvbuf, a->count, a->root));
     }
     PMC_CO_END(f);

@@ -8,6 +8,11 @@ int pmc_use_mpi(const pmc_comm *c, int coll)
     return !c->shm_active || c->algorithm[coll] == PMC_ALGO_MPI;
 }
 
+void pmc_took(pmc_comm *c, int family)
+{
+    if (c->trace_cur != NULL) c->trace_cur->algorithm = (uint8_t)family;
+}
+
 static int choose_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
 {
     /* A node of one rank maps no segment; the copy algorithms handle it. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hier.h"
+#include "lanes.h"
 #include "node_algos.h"
 
 /* Offset and length (elements) of this rank's block. */
@@ -36,22 +37,28 @@ static int reduce_scatter_run(pmc_op *op)
     my_block(op, &lo, &len, &total);
     PMC_CO_BEGIN(f);
     if (total == 0) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF); /* nothing crosses ranks */
         f->pc = 0;
         return PMC_OK;
     }
     if (c->size == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_SELF);
         if (send != a->recvbuf) memmove(a->recvbuf, send, total * esize);
     } else if (pmc_use_mpi(c, a->coll)) {
+        pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
     } else if (c->nnodes == 1 && a->recvcounts == NULL &&
                pmc_node_path(c, total * esize, 1, 0) == PMC_PATH_INLINE) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
                                             PMC_INLINE_RSCATTER));
     } else if (c->nnodes == 1 && pmc_node_path(c, total * esize / (uint64_t)c->size, 0, 1) == PMC_PATH_CMA) {
         /* The mean block decides: every rank knows it. */
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_scatter_node_cma(op, f + 1, send, a->recvbuf, a->count, a->recvcounts, a->dtype,
                                                  a->op));
     } else if (c->nnodes == 1) {
+        pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_scatter_node_slices(op, f + 1, send, a->recvbuf, a->count, a->recvcounts, a->dtype,
                                                     a->op));
     } else {
@@ -60,6 +67,7 @@ static int reduce_scatter_run(pmc_op *op)
             f->pc = 0;
             return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
         }
+        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
         PMC_AWAIT(f, pmc_allreduce_across(op, f + 1, send, f->p, total, a->dtype, a->op));
         if (len > 0) memcpy(a->recvbuf, (unsigned char *)f->p + lo * esize, len * esize);
     }

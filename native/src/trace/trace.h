@@ -25,8 +25,13 @@
 #define PMC_TRACE_NONE 0xFF
 
 enum { PMC_TRACE_BLOCKING = 0, PMC_TRACE_NONBLOCKING, PMC_TRACE_PERSISTENT };
+/* Algorithm families, as the collectives' entries choose them (pmc_took):
+ * self (nothing crosses ranks: one rank, or no data), mpi (the wrapped
+ * communicator), node (the segment, one node), leader (one rank per node
+ * between nodes), lanes (every lane between nodes). NONE: the call was
+ * refused before it chose (a dump writes null). */
 enum { PMC_TRACE_ALGO_SELF = 0, PMC_TRACE_ALGO_MPI, PMC_TRACE_ALGO_NODE, PMC_TRACE_ALGO_LEADER,
-       PMC_TRACE_ALGO_LANES };
+       PMC_TRACE_ALGO_LANES, PMC_TRACE_ALGO_NONE = 0xFF };
 
 typedef struct pmc_trace_record {
     uint64_t seq;        /* written first (0) and last (the call's number) */

@@ -1,5 +1,6 @@
-/* Direct C calls of the most used collectives: argument lists instead of a
- * pmc_args, for C callers and Python's fast paths. All go through pmc_run. */
+/* Shortcut entry points of the most used collectives: argument lists
+ * instead of a pmc_args, for C callers and Python's fast paths. Each fills
+ * a pmc_args and goes through pmc_run like every other call. */
 #include <string.h>
 
 #include "hier.h"

@@ -8,8 +8,8 @@
  * core calls; the preload library's test checks that no MPI_* symbol is
  * left undefined in it.
  */
-#ifndef PMC_MPI_CALLS_H
-#define PMC_MPI_CALLS_H
+#ifndef PMC_MPI_SYMBOLS_H
+#define PMC_MPI_SYMBOLS_H
 
 #include <mpi.h>
 
