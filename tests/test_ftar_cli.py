@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -215,6 +216,90 @@ def test_member_without_coordinator_reports_it_and_closed_member_refuses() -> No
                  lambda: m.fetch_state(0), lambda: m.publish_state(0, b"x")):
         with pytest.raises(FtarError, match="closed"):
             call()
+
+
+# --- pymcoll.ftar.Coordinator, served by this process ----------------------------
+
+@pytest.mark.parametrize("kwargs,exc,text", [
+    (dict(bind="localhost"), ValueError, "bind"),
+    (dict(bind="127.0.0.1:70000"), ValueError, "bind"),
+    (dict(min_replicas=0), ValueError, "min_replicas"),
+    (dict(min_replicas=2.0), TypeError, "min_replicas"),
+    (dict(heartbeat_ms=500, evict_ms=400), ValueError, "evict_ms"),
+    (dict(join_timeout_ms=0), ValueError, "join_timeout_ms"),
+    (dict(log="yes"), ValueError, "log"),
+    (dict(token=None), ValueError, "PYMCOLL_FTAR_TOKEN"),
+])
+def test_coordinator_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, kwargs: dict, exc: type,
+                                           text: str) -> None:
+    from pymcoll.ftar import Coordinator
+
+    monkeypatch.delenv("PYMCOLL_FTAR_TOKEN", raising=False)
+    monkeypatch.delenv("PYMCOLL_FTAR_TOKEN_FILE", raising=False)
+    args = dict(token=TOKEN, log=False)
+    args.update(kwargs)
+    with pytest.raises(exc, match=text):
+        Coordinator(**args)
+
+
+def test_coordinator_in_a_thread_serves_a_member_and_closes() -> None:
+    np = pytest.importorskip("numpy")
+    from pymcoll.ftar import Coordinator, FtarError, Member
+
+    with Coordinator(token=TOKEN, log=False) as coord:
+        host, _, port = coord.address.rpartition(":")
+        assert host == "127.0.0.1" and 0 < int(port) < 65536 and not coord.serving
+        with pytest.raises(FtarError, match="in use"):  # its port is taken while it lives
+            Coordinator(coord.address, token=TOKEN, log=False)
+        assert coord.start() is coord and coord.serving
+        with pytest.raises(FtarError, match="already serving"):
+            coord.start()
+        with Member(coord.address, "solo", token=TOKEN, timeout=20) as m:
+            assert m.begin_step(0).ok
+            assert m.allreduce(np.ones(3, np.float32)).ok and m.commit(0)
+    assert coord.closed and not coord.serving and "closed" in repr(coord)
+    coord.close()  # idempotent
+    with pytest.raises(FtarError, match="closed"):
+        coord.start()
+
+
+def test_coordinator_serve_ends_on_a_stop_signal_and_restores_the_handler() -> None:
+    from pymcoll.ftar import Coordinator
+
+    before = signal.getsignal(signal.SIGUSR1)
+    with Coordinator(token=TOKEN, log=False) as coord:
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+        timer.start()
+        try:
+            assert coord.serve(stop_signals=(signal.SIGUSR1,)) == signal.SIGUSR1
+        finally:
+            timer.cancel()
+        assert not coord.serving
+    assert signal.getsignal(signal.SIGUSR1) is before
+
+
+def test_coordinator_serve_outside_the_main_thread_needs_no_signals() -> None:
+    from pymcoll.ftar import Coordinator
+
+    errors: list[BaseException] = []
+    results: list[object] = []
+    with Coordinator(token=TOKEN, log=False) as coord:
+        def serve() -> None:
+            try:
+                coord.serve()
+            except ValueError as exc:
+                errors.append(exc)
+            results.append(coord.serve(stop_signals=()))
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not coord.serving and time.monotonic() < deadline:
+            time.sleep(0.01)
+        coord.stop()
+        thread.join(10)
+    assert not thread.is_alive() and results == [None]
+    assert errors and "stop_signals=()" in str(errors[0])
 
 
 # --- a group of one replica, served by the command ------------------------------

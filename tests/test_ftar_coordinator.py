@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from pymcoll import ftar
 from pymcoll._ftar import ffi, lib
 
 TOKEN = b"coordinator-test-token"
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.timeout(30)
 # ---- the coordinator, run in a thread ------------------------------------
 
 class Coordinator:
-    """pmc_ftar_coord in a thread (cffi releases the GIL while it runs)."""
+    """pymcoll.ftar.Coordinator serving in a thread, with its event log in a file the tests read."""
 
     def __init__(self, bind: str = "127.0.0.1:0", *, min_replicas: int = 1, heartbeat_ms: int = HEARTBEAT_MS,
                  evict_ms: int = EVICT_MS, join_timeout_ms: int = 1000, log_path: str | None = None) -> None:
@@ -43,39 +44,16 @@ class Coordinator:
             os.close(fd)
         self.log_path = log_path
         self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        self._keep = [ffi.new("char[]", bind.encode()), ffi.new("uint8_t[]", TOKEN)]
-        cfg = ffi.new("pmc_ftar_coord_config *")
-        cfg.bind = self._keep[0]
-        cfg.token = self._keep[1]
-        cfg.tokenlen = len(TOKEN)
-        cfg.min_replicas = min_replicas
-        cfg.heartbeat_ms = heartbeat_ms
-        cfg.evict_ms = evict_ms
-        cfg.join_timeout_ms = join_timeout_ms
-        cfg.log_fd = self._log_fd
-        out = ffi.new("pmc_ftar_coord **")
-        addr = ffi.new("char[]", lib.PMC_FTAR_ADDR_BYTES)
-        msg = ffi.new("char[]", lib.PMC_FTAR_MESSAGE_BYTES)
-        rc = lib.pmc_ftar_coord_create(cfg, out, addr, len(addr), msg, len(msg))
-        assert rc == 0, ffi.string(msg).decode()
-        self.c = out[0]
-        self.addr = ffi.string(addr).decode()
-        self.rc: int | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        self.rc = lib.pmc_ftar_coord_run(self.c)
+        self.served = ftar.Coordinator(bind, TOKEN, min_replicas=min_replicas, heartbeat_ms=heartbeat_ms,
+                                       evict_ms=evict_ms, join_timeout_ms=join_timeout_ms, log=self._log_fd).start()
+        self.addr = self.served.address
 
     def close(self) -> None:
-        if self.c is None:
+        if self.served.closed:
             return
-        lib.pmc_ftar_coord_stop(self.c)
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "pmc_ftar_coord_run did not return after stop"
-        assert self.rc == 0
-        lib.pmc_ftar_coord_destroy(self.c)
-        self.c = None
+        self.served.stop()
+        assert self.served.wait(10), "pmc_ftar_coord_run did not return after stop"  # (raises unless it returned 0)
+        self.served.close()
         os.close(self._log_fd)
 
     def log(self) -> str:
