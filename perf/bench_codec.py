@@ -19,7 +19,6 @@ bound; casts ignore it).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import plotter, run_record, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BOUNDS = (0.01, 0.03, 0.05)
@@ -99,10 +98,8 @@ def measure(methods: dict[str, Any], blocks: list[np.ndarray], bound: float, rep
             for name in methods}
 
 
-def plot(doc: dict[str, Any], path: Path) -> bool:
-    plt = pyplot("bench_codec")
-    if plt is None:
-        return False
+@plotter("bench_codec")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
     sets = list(doc["results"])
     fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4), squeeze=False)
     for ax, name in zip(axes[0], sets, strict=True):
@@ -116,9 +113,7 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
         ax.set_ylabel("compression ratio")
         ax.set_title(name, fontsize=8)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -148,12 +143,7 @@ def main() -> int:
                 print(f"  {m:<14}{v['ratio']:>9.1f}{v['compress_GBps']:>11.3f}{v['decompress_GBps']:>13.3f}"
                       f"{v['max_rel_error']:>13.5f}  {'yes' if v['error_bounded'] else 'no (cast)'}"
                       f"{'' if v['within_bound'] else '  OVER THE BOUND'}")
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "reps": a.reps, "threads": 1,
-           "methods": list(methods), "results": results}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    if plot(doc, a.out.with_suffix(".png")):
-        print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
+    write_results(run_record(reps=a.reps, threads=1, methods=list(methods), results=results), a.out, plot)
     bad = [(n, b, m) for n, per in results.items() for b, r in per.items() for m, v in r.items()
            if not v["within_bound"]]
     return 1 if bad else 0

@@ -54,47 +54,36 @@ run (16 collectives, 22 sizes) takes a few minutes per mode at 2 ranks. Examples
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 from mpi4py import MPI
 
-from pymcoll.cli import bench, launch
+from pymcoll.cli import bench, bench_cases, launch
+# The collectives (in the order of the tables, with their mpi4py method names), their families and
+# nccl-tests' bus bandwidth factors, as `python -m pymcoll bench` has them.
+from pymcoll.cli.bench_cases import COLLECTIVES as COLLS
+from pymcoll.cli.bench_cases import METHODS, REDUCTIONS, ROOTED, TIMES_RANKS, busbw_factor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # perfutil, also under python -P
+from perfutil import launch_self, plotter  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results")
 
-# The collectives in the order of the tables, with their mpi4py method names.
-METHODS: dict[str, str] = {
-    "barrier": "Barrier", "bcast": "Bcast", "gather": "Gather", "gatherv": "Gatherv",
-    "scatter": "Scatter", "scatterv": "Scatterv", "allgather": "Allgather",
-    "allgatherv": "Allgatherv", "alltoall": "Alltoall", "alltoallv": "Alltoallv",
-    "reduce": "Reduce", "allreduce": "Allreduce", "reduce_scatter_block": "Reduce_scatter_block",
-    "reduce_scatter": "Reduce_scatter", "scan": "Scan", "exscan": "Exscan",
-}
-COLLS: tuple[str, ...] = tuple(METHODS)
 MODES: tuple[str, ...] = ("plain", "persistent", "nonblocking")
 IMPLS: tuple[str, ...] = ("pymcoll", "mpi4py")  # A, B of every A B A B ... sequence
-ROOTED = {"bcast", "gather", "gatherv", "scatter", "scatterv", "reduce"}
-REDUCTIONS = {"reduce", "allreduce", "reduce_scatter_block", "reduce_scatter", "scan", "exscan"}
-# Collectives whose nccl-tests byte count S (and receive or send buffer) is ranks x size.
-TIMES_RANKS = {"gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv",
-               "alltoall", "alltoallv", "reduce_scatter_block", "reduce_scatter"}
 
 DTYPE = np.float32
 TYPE_NAME = "float32"
 ELEM = 4  # bytes per element
-POISON = -1.0  # never produced by pattern(): a receive buffer element not written stays wrong
-STAMP_STRIDE = 4096 // ELEM  # one new value per 4 KiB page of every send block
 MEMCPY_SIZES = (1 << 20, 4 << 20, 16 << 20)
 MEM_FRAC_FROM = 1 << 20  # mem_frac is reported from this size up
 WARM_CHUNKS = 3  # warm-up pieces per implementation (see time_blocks)
@@ -209,46 +198,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 # -- launching and describing the run ------------------------------------------------------
 
-def launch_self(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """Run this script under ``mpiexec -n args.np``; returns the job's exit status (124 on timeout).
-
-    Uses pymcoll's launcher for the command line (mpiexec next to this Python, Open MPI's
-    run-as-root variables) and adds Open MPI's --oversubscribe when the ranks outnumber the
-    CPUs this process may run on (os.sched_getaffinity, which can be fewer than os.cpu_count).
-    """
-    program = [sys.executable, os.path.abspath(__file__), *argv, "--launched"]
-    try:
-        cmd, env = launch.mpiexec_command(args.np, program, args.mpiexec)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"{os.path.basename(__file__)}: {exc}", file=sys.stderr)
-        return 2
-    if (launch.mpiexec_flavor(cmd[0]) == "openmpi" and "--oversubscribe" not in cmd
-            and args.np > len(os.sched_getaffinity(0))):
-        cmd.insert(1, "--oversubscribe")
-    print(f"bench_collectives: running: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        print(f"bench_collectives: the job ran past --timeout={args.timeout:g} s and was stopped; raise "
-              f"--timeout or measure fewer sizes (--max-bytes), collectives (--colls) or modes",
-              file=sys.stderr)
-        status = 124
-    except KeyboardInterrupt:
-        status = 130
-    # Stop the session we started (mpiexec and its ranks): TERM, then KILL.
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=5)
-            break
-        except ProcessLookupError:
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    return status
-
-
 def mpi_identity() -> dict[str, str]:
     """Name and version of the MPI library, from MPI.Get_library_version(), and the file-name tag
     ('' for MPICH, whose results carry no suffix, 'openmpi' for Open MPI)."""
@@ -352,169 +301,19 @@ def describe(comm: Any, args: argparse.Namespace, memcpy: list[dict[str, Any]]) 
 
 # -- one collective at one size ---------------------------------------------------------
 
-def pattern(count: int, seed: int) -> np.ndarray:
-    """float32 small integers 0..250 that depend on position and seed: sums of them over a
-    few thousand ranks are exact in float32, in any order."""
-    return ((np.arange(count, dtype=np.int64) * 7 + seed) % 251).astype(DTYPE)
-
-
-@dataclass
-class Case:
-    """One collective at one size on this rank: its buffers and arguments (the same for
-    pymcoll and mpi4py), how to vary the data, and how to check a result."""
-
-    coll: str
-    size: int  # per-rank message, bytes (SIZE_MEANING)
-    count: int  # float32 elements in that message
-    root: Optional[int]
-    args: tuple  # arguments of comm.X(...) / comm.mpi.X(...)
-    stamp: Callable[[], None]  # a new value in every send block (before each timed call)
-    fill: Callable[[int], None]  # seed -> verification input in the send buffers, poison in the receive ones
-    check: Callable[[int], int]  # seed -> wrong elements in this rank's result
-    send_bytes: int  # most bytes any rank sends from its send buffer
-    recv_bytes: int  # most bytes any rank receives (DEFINITIONS["recv_bytes"])
-
-
-def make_case(coll: str, size: int, rank: int, ranks: int, root: int = 0,
-              alloc: Optional[Callable[[int], np.ndarray]] = None) -> Optional[Case]:
-    """Buffers, arguments, stamp and check of `coll` at per-rank message `size` (None when
-    `size` holds no whole float32 element). `alloc(elements)` makes the float32 buffers
-    (default: numpy.empty)."""
-    n, me = ranks, rank
-    if coll == "barrier":
-        return Case(coll, 0, 0, None, (), lambda: None, lambda seed: None, lambda seed: 0, 0, 0)
+def make_case(comm: Any, coll: str, size: int, root: int = 0,
+              alloc: Optional[Callable[[int, np.dtype], np.ndarray]] = None) -> Optional[bench_cases.Case]:
+    """The case of `coll` at per-rank message `size` (SIZE_MEANING; None when `size` holds no
+    whole float32 element), built by `python -m pymcoll bench`'s case builder with no calls
+    bound: make them from ``case.args``. ``case.size`` is this script's per-rank size.
+    `comm` gives the rank and size (a pymcoll.Comm or mpi4py communicator); `alloc(elements,
+    dtype)` makes the buffers (default: numpy.empty)."""
     count = size // ELEM
-    if count < 1:
+    if coll != "barrier" and count < 1:
         return None
-    is_root = me == root
-    counts = [count] * n
-    displs = [i * count for i in range(n)]
-    v = coll.endswith("v")
-
-    def spec(buf: Optional[np.ndarray]) -> Any:
-        """The buffer argument: the array, or [buf, counts, displs, type] for the v-forms."""
-        return [buf, counts, displs, MPI.FLOAT] if (v and buf is not None) else buf
-
-    def blocks(buf: np.ndarray) -> np.ndarray:
-        return buf.reshape(-1, count)
-
-    def blank(elements: int) -> np.ndarray:
-        buf = alloc(elements) if alloc is not None else np.empty(elements, DTYPE)
-        buf[...] = POISON
-        return buf
-
-    def wrong_blocks(buf: np.ndarray, seeds: Sequence[int]) -> int:
-        return sum(int(np.count_nonzero(b != pattern(count, s))) for b, s in zip(blocks(buf), seeds))
-
-    def total(seeds: Sequence[int]) -> np.ndarray:
-        acc = np.zeros(count, DTYPE)
-        for s in seeds:
-            acc += pattern(count, s)
-        return acc
-
-    send: Optional[np.ndarray] = None
-    recv: Optional[np.ndarray] = None
-    # Seeds: rank r's input block for destination j is pattern(count, seed + 13 r + 101 j).
-    if coll == "bcast":
-        recv = blank(count)
-        args: tuple = (recv, root)
-        send_bytes = recv_bytes = size
-        stamped = [recv] if is_root else []
-
-        def fill(seed: int) -> None:
-            recv[:] = pattern(count, seed) if is_root else POISON
-
-        def check(seed: int) -> int:
-            return wrong_blocks(recv, [seed])
-    elif coll in ("gather", "gatherv", "allgather", "allgatherv"):
-        send = blank(count)
-        everyone = coll.startswith("all")
-        recv = blank(n * count) if (everyone or is_root) else None
-        args = (send, spec(recv)) if everyone else (send, spec(recv), root)
-        send_bytes, recv_bytes = size, n * size
-        stamped = [send]
-
-        def fill(seed: int) -> None:
-            send[:] = pattern(count, seed + 13 * me)
-            if recv is not None:
-                recv[:] = POISON
-
-        def check(seed: int) -> int:
-            return 0 if recv is None else wrong_blocks(recv, [seed + 13 * r for r in range(n)])
-    elif coll in ("scatter", "scatterv"):
-        send = blank(n * count) if is_root else None
-        recv = blank(count)
-        args = (spec(send), recv, root)
-        send_bytes, recv_bytes = n * size, size
-        stamped = [send] if send is not None else []
-
-        def fill(seed: int) -> None:
-            if send is not None:
-                for j, b in enumerate(blocks(send)):
-                    b[:] = pattern(count, seed + 101 * j)
-            recv[:] = POISON
-
-        def check(seed: int) -> int:
-            return wrong_blocks(recv, [seed + 101 * me])
-    elif coll in ("alltoall", "alltoallv"):
-        send, recv = blank(n * count), blank(n * count)
-        args = (spec(send), spec(recv))
-        send_bytes = recv_bytes = n * size
-        stamped = [send]
-
-        def fill(seed: int) -> None:
-            for j, b in enumerate(blocks(send)):
-                b[:] = pattern(count, seed + 13 * me + 101 * j)
-            recv[:] = POISON
-
-        def check(seed: int) -> int:
-            return wrong_blocks(recv, [seed + 13 * i + 101 * me for i in range(n)])
-    elif coll in ("reduce_scatter_block", "reduce_scatter"):
-        send, recv = blank(n * count), blank(count)
-        args = (send, recv, MPI.SUM) if coll == "reduce_scatter_block" else (send, recv, counts, MPI.SUM)
-        send_bytes, recv_bytes = n * size, size
-        stamped = [send]
-
-        def fill(seed: int) -> None:
-            for j, b in enumerate(blocks(send)):
-                b[:] = pattern(count, seed + 13 * me + 101 * j)
-            recv[:] = POISON
-
-        def check(seed: int) -> int:
-            return int(np.count_nonzero(recv != total([seed + 13 * r + 101 * me for r in range(n)])))
-    elif coll in ("reduce", "allreduce", "scan", "exscan"):
-        send = blank(count)
-        recv = blank(count) if (coll != "reduce" or is_root) else None
-        args = (send, recv, MPI.SUM, root) if coll == "reduce" else (send, recv, MPI.SUM)
-        send_bytes = recv_bytes = size
-        stamped = [send]
-        upto = {"reduce": n, "allreduce": n, "scan": me + 1, "exscan": me}[coll]
-
-        def fill(seed: int) -> None:
-            send[:] = pattern(count, seed + 13 * me)
-            if recv is not None:
-                recv[:] = POISON
-
-        def check(seed: int) -> int:
-            if recv is None or (coll == "exscan" and me == 0):  # Exscan leaves rank 0's undefined
-                return 0
-            return int(np.count_nonzero(recv != total([seed + 13 * r for r in range(upto)])))
-    else:
-        raise ValueError(f"coll={coll!r}: expected one of {', '.join(COLLS)}")
-
-    # One element per 4 KiB page of every block changes before each call, so a result
-    # cached from an earlier call (or a copy skipped for unchanged data) would be stale.
-    views = [blocks(b)[:, ::STAMP_STRIDE] for b in stamped]
-    tick = [0]
-
-    def stamp() -> None:
-        tick[0] += 1
-        value = float(1 + tick[0] % 250)
-        for view in views:
-            view[...] = value
-
-    return Case(coll, size, count, root if coll in ROOTED else None, args, stamp, fill, check,
-                send_bytes, recv_bytes)
+    nbytes = bench_cases.case_size(coll, count, comm.size, ELEM)  # the CLI's size: the largest buffer
+    case = bench_cases.make_case(comm, coll, nbytes, root=root, dtype=DTYPE, targets={}, alloc=alloc)
+    return dataclasses.replace(case, size=size if coll != "barrier" else 0)
 
 
 def nonblocking_name(method: str) -> str:
@@ -614,30 +413,18 @@ def time_blocks(mpi: MPI.Comm, calls: dict[str, Callable[[], None]], stamp: Call
     return times / n_iters * 1e6, n_iters, n_warm
 
 
-def busbw_factor(coll: str, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor (DEFINITIONS['busbw_GBps']); 0 for Barrier."""
-    if coll == "barrier" or ranks < 1:
-        return 0.0
-    if coll == "allreduce":
-        return 2 * (ranks - 1) / ranks
-    if coll in TIMES_RANKS:
-        return (ranks - 1) / ranks
-    return 1.0
-
-
 def measure_case(comm: Any, coll: str, size: int, mode: str, args: argparse.Namespace,
                  seed: int) -> list[dict[str, Any]]:
     """Time and verify `coll` at `size` in `mode` on pymcoll and the reference; the two
     result records (every rank gets the same). Collective over `comm`."""
     mpi = comm.mpi
     n = comm.size
-    heap_alloc = None
-    if args.heap:
+
+    def heap_alloc(elements: int, dtype: np.dtype) -> np.ndarray:
         import pymcoll
 
-        def heap_alloc(elements: int) -> np.ndarray:
-            return pymcoll.alloc(elements, DTYPE, comm)
-    case = make_case(coll, size, comm.rank, n, alloc=heap_alloc)
+        return pymcoll.alloc(elements, dtype, comm)
+    case = make_case(comm, coll, size, alloc=heap_alloc if args.heap else None)
     if case is None:
         return []
     method = METHODS[coll]
@@ -659,9 +446,7 @@ def measure_case(comm: Any, coll: str, size: int, mode: str, args: argparse.Name
         # verdict by exchanging their counts (kept per rank to show where a result went wrong).
         local = []
         for j, impl in enumerate(calls):
-            case.fill(seed + 5 * j)
-            calls[impl]()
-            local.append(case.check(seed + 5 * j))
+            local.append(case.verify(calls[impl], seed + 5 * j))
         by_rank = mpi.allgather(local)
     finally:
         for release in releases:
@@ -881,22 +666,17 @@ def format_summary(header: dict[str, Any], records: Sequence[dict[str, Any]], mo
     return "\n".join(lines)
 
 
-def plot(header: dict[str, Any], records: Sequence[dict[str, Any]], path: str, mode: str) -> bool:
+@plotter("bench_collectives", dpi=100, rect=(0, 0, 1, 0.97))
+def plot(plt: Any, header: dict[str, Any], records: Sequence[dict[str, Any]], mode: str) -> Any:
     """PNG with one panel per collective: median (and min) latency vs size, log-log, for both
-    implementations, vs_ref on the right axis; Barrier as two bars. Returns False (saying why
-    on stderr) when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import FuncFormatter, NullFormatter
-    except ImportError:
-        print("matplotlib is not installed: no plot (the JSON has every number)", file=sys.stderr)
-        return False
+    implementations, vs_ref on the right axis; Barrier as two bars. Written to the path given
+    last; False (saying why on stderr) without matplotlib or without a measured collective."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     colls = [c for c in header["colls"] if rows_of(records, c)]
     if not colls:
         print(f"no plot for mode {mode}: no collective was measured", file=sys.stderr)
-        return False
+        return None
     ncols = min(4, len(colls))
     nrows = math.ceil(len(colls) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.5 * nrows + 0.6), squeeze=False)
@@ -960,10 +740,7 @@ def plot(header: dict[str, Any], records: Sequence[dict[str, Any]], path: str, m
                  + (f", virtual nodes of {header['node_size']}" if header.get("node_size") else "")
                  + f", {header['cores']} cores, oversubscribed {'yes' if header['oversubscribed'] else 'no'}, "
                  f"{header['date'][:10]}", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return fig
 
 
 def format_run_header(header: dict[str, Any]) -> str:
@@ -992,7 +769,7 @@ def report(header: dict[str, Any], records: list[dict[str, Any]], mode: str, ste
     if not args.from_json:
         bench.write_json(stem + ".json", header, records)
         print(f"\n# wrote {stem}.json")
-    if not args.no_plot and plot(header, records, stem + ".png", mode):
+    if not args.no_plot and plot(header, records, mode, stem + ".png"):
         print(f"# wrote {stem}.png")
 
 
@@ -1015,7 +792,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.from_json:
         return from_json(args)
     if not args.launched and not launch.is_launched():
-        return launch_self(args, argv)
+        return launch_self(__file__, args.np, argv, mpiexec=args.mpiexec, timeout=args.timeout,
+                           hint="raise --timeout or measure fewer sizes (--max-bytes), collectives (--colls) "
+                                "or modes")
 
     import pymcoll
 

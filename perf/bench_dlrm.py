@@ -14,32 +14,23 @@ two must train alike (same losses), which the worker checks.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
-
-from pymcoll.cli import launch
+from perfutil import plotter, run_record, run_worker, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("splits", "lengths", "ids", "pooled", "pooled_grad", "exchange", "dense_allreduce", "step")
 
 
 def run(np_: int, a: argparse.Namespace) -> dict[str, Any]:
-    program = [sys.executable, "-P", str(HERE / "dlrm_bench_worker.py"), "--configs", a.configs, "--cap",
-               str(a.cap), "--blocks", str(a.blocks), "--block-steps", str(a.block_steps)]
-    cmd, env = launch.mpiexec_command(np_, program, a.mpiexec)
-    print(f"bench_dlrm: running {' '.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"{np_} ranks: no result (exit {proc.returncode})\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    args = ["--configs", a.configs, "--cap", str(a.cap), "--blocks", str(a.blocks), "--block-steps", str(a.block_steps)]
+    result = run_worker(np_, str(HERE / "dlrm_bench_worker.py"), args, a.timeout, a.mpiexec)
+    if result is None:
+        raise RuntimeError(f"{np_} ranks: the worker failed or printed no result (its output's tail is above)")
+    return result
 
 
 def table(launches: list[dict[str, Any]]) -> str:
@@ -61,10 +52,8 @@ def table(launches: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(launches: list[dict[str, Any]], path: Path) -> bool:
-    plt = pyplot("bench_dlrm")
-    if plt is None:
-        return False
+@plotter("bench_dlrm")
+def plot(plt: Any, launches: list[dict[str, Any]]) -> Any:
     configs = sorted({(r["dim"], r["global_batch"]) for x in launches for r in x["records"]})
     fig, axes = plt.subplots(1, len(configs), figsize=(6 * len(configs), 4), squeeze=False)
     for ax, (dim, batch) in zip(axes[0], configs, strict=True):
@@ -78,12 +67,9 @@ def plot(launches: list[dict[str, Any]], path: Path) -> bool:
                        label=f"{impl} {part}" if i == 0 else None)
             labels.append(f"{x['ranks']} rank(s)")
         ax.set_xticks(range(len(launches)), labels)
-        ax.set_ylabel("ms per step (median, slowest rank)")
-        ax.set_title(f"DLRM exchange, dim {dim}, global batch {batch}")
+        ax.set(ylabel="ms per step (median, slowest rank)", title=f"DLRM exchange, dim {dim}, global batch {batch}")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -100,12 +86,8 @@ def main() -> int:
     launches = [run(int(n), a) for n in a.np.split(",")]
     text = table(launches)
     print(text)
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "configs": a.configs, "cap": a.cap,
-           "blocks": a.blocks, "block_steps": a.block_steps, "launches": launches}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    if plot(launches, a.out.with_suffix(".png")):
-        print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
+    doc = run_record(configs=a.configs, cap=a.cap, blocks=a.blocks, block_steps=a.block_steps, launches=launches)
+    write_results(doc, a.out, lambda d, png: plot(d["launches"], png))
     return 0 if all(r["losses_agree"] for x in launches for r in x["records"]) else 1
 
 

@@ -17,15 +17,15 @@ blocks at each link speed.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot, run_worker  # noqa: E402
+from perfutil import plotter, run_record, run_worker, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -90,11 +90,9 @@ def worker(a: argparse.Namespace) -> None:
         print("RESULT " + json.dumps({"ranks": size, "records": records}), flush=True)
 
 
-def plot(doc: dict, path: Path) -> bool:
+@plotter("bench_exchange_codec")
+def plot(plt: Any, doc: dict) -> Any:
     """Bars of the pooled exchange's time per link speed, raw and with the codec."""
-    plt = pyplot("bench_exchange_codec")
-    if plt is None:
-        return False
     links = sorted({r["link_gbps"] for r in doc["records"]})
     by = {(r["link_gbps"], r["variant"]): r for r in doc["records"]}
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -108,9 +106,7 @@ def plot(doc: dict, path: Path) -> bool:
     ax.set_ylabel("pooled exchange, ms (median, slowest rank)")
     ax.set_title(f"DLRM pooled-embedding exchange, {doc['ranks']} ranks, emulated link")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -147,13 +143,8 @@ def main() -> int:
         extra = f"{r.get('ratio', 1.0):>8.1f}{str(r.get('bypassed', '-')) + '/' + str(r.get('blocks', '-')):>10}"
         print(f"  {r['link_gbps']:>5g} {r['variant']:<8}{r['pooled_forward_ms']:>9.1f}{speed:>9.2f}"
               f"{r['forward_ms']:>10.1f}{r['backward_ms']:>10.1f}{extra}")
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "args": {k: v for k, v in vars(a).items()
-                                                                                 if k != "out"}, **result}
-    doc["args"]["out"] = str(a.out)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    if plot(doc, a.out.with_suffix(".png")):
-        print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
+    doc = run_record(args={**vars(a), "out": str(a.out)}, **result)
+    write_results(doc, a.out, plot)
     return 0
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_collectives as bc  # noqa: E402  (shares cases, timing and launch)
+import bench_collectives as bc  # noqa: E402  (shares cases and timing)
+from perfutil import launch_self, plotter  # noqa: E402
 
 COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce", "alltoall", "alltoallv")
 IMPLS = ("lanes", "leader", "mpi4py")
@@ -82,7 +83,7 @@ def measure(comms: dict[str, Any], world: MPI.Comm, coll: str, size: int, args: 
             seed: int) -> list[dict[str, Any]]:
     n = world.size
     root = (n - 1) if coll in bc.ROOTED else 0  # a root off local rank 0 and off node 0
-    case = bc.make_case(coll, size, world.rank, n, root=root)
+    case = bc.make_case(world, coll, size, root=root)
     if case is None:
         return []
     method = bc.METHODS[coll]
@@ -94,9 +95,7 @@ def measure(comms: dict[str, Any], world: MPI.Comm, coll: str, size: int, args: 
         releases.append(rel)
     wrong = {}
     for j, impl in enumerate(calls):
-        case.fill(seed + 7 * j)
-        calls[impl]()
-        wrong[impl] = int(world.allreduce(case.check(seed + 7 * j), op=MPI.SUM))
+        wrong[impl] = int(world.allreduce(case.verify(calls[impl], seed + 7 * j), op=MPI.SUM))
     rec = {"coll": coll, "size": case.size, "ranks": n, "node_size": args.node_size, "root": case.root}
     if args.check_only:
         for rel in releases:
@@ -134,13 +133,8 @@ def table(records: list[dict[str, Any]], coll: str) -> str:
     return "\n".join(lines)
 
 
-def plot(records: list[dict[str, Any]], header: dict[str, Any], path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
+@plotter("bench_lanes")
+def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any:
     colls = [c for c in COLLS if any(r["coll"] == c for r in records)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, key, title in ((axes[0], "vs_leader", "lanes / single leader"), (axes[1], "vs_mpi", "lanes / MPI")):
@@ -157,10 +151,7 @@ def plot(records: list[dict[str, Any]], header: dict[str, Any], path: str) -> bo
     axes[1].legend(fontsize=8)
     fig.suptitle(f"{header['ranks']} ranks as {header['nnodes']} virtual nodes of {header['node_size']} "
                  f"({header['mpi']}, {header['commit']})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return fig
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,23 +197,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if not args.launched and MPI.COMM_WORLD.size == 1 and args.np > 1:
-        return launch(args, argv)
+        return launch_self(__file__, args.np, argv, mpiexec=args.mpiexec, timeout=args.timeout,
+                           hint="raise --timeout or measure fewer sizes (--max-bytes) or collectives (--colls)")
     return run(args)
-
-
-def launch(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """Run this script under mpiexec -n args.np (oversubscribed past the CPUs)."""
-    import subprocess
-    program = [sys.executable, os.path.abspath(__file__), *argv, "--launched"]
-    cmd, env = bc.launch.mpiexec_command(args.np, program, args.mpiexec)
-    if bc.launch.mpiexec_flavor(cmd[0]) == "openmpi" and args.np > len(os.sched_getaffinity(0)):
-        cmd.insert(1, "--oversubscribe")
-    print(f"bench_lanes: running: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    try:
-        return subprocess.run(cmd, env=env, timeout=args.timeout).returncode
-    except subprocess.TimeoutExpired:
-        print(f"bench_lanes: stopped after --timeout={args.timeout:g} s", file=sys.stderr)
-        return 124
 
 
 if __name__ == "__main__":

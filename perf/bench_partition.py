@@ -21,10 +21,7 @@ methods interleaved).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import plotter, run_record, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BATCHES = (64, 256, 1024, 2048, 4096)
@@ -127,10 +124,8 @@ def print_table(records: list[dict[str, Any]], equal_count: bool) -> None:
                   f"{v['us_min']:>8.1f}  {note}")
 
 
-def plot(doc: dict[str, Any], path: Path) -> bool:
-    plt = pyplot("bench_partition")
-    if plt is None:
-        return False
+@plotter("bench_partition")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
     recs = [r for r in doc["results"] if not r["equal_count"]]
     srcs = list(dict.fromkeys(r["source"] for r in recs))
     styles = dict(zip(srcs, ["-", "--", ":"], strict=False))
@@ -156,9 +151,7 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
             axes[row][col].set_yscale("log")
             axes[row][col].set_xlabel("global batch (samples)")
     axes[0][0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -169,7 +162,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "partition.json")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import pymcoll
 
     records: list[dict[str, Any]] = []
     for name, pool in sources().items():
@@ -181,18 +173,11 @@ def main() -> int:
                     records.append(r)
     for eq in (False, True):
         print_table(records, eq)
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "pymcoll": pymcoll.__version__,
-           "python": platform.python_version(), "numpy": np.__version__, "cores": os.cpu_count(),
-           "loadavg": list(os.getloadavg()), "threads": 1, "cost": "L**2", "batches": a.batches, "reps": a.reps,
-           "synthetic": {"lognormal": "median 65, sigma 0.88, cap 1024, seed 1",
-                         "powerlaw": "median 65, alpha 2.0, cap 1024, seed 2"},
-           "results": records}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    wrote = f"wrote {a.out}"
-    if plot(doc, a.out.with_suffix(".png")):
-        wrote += f" and {a.out.with_suffix('.png')}"
-    print(wrote)
+    doc = run_record(threads=1, cost="L**2", batches=a.batches, reps=a.reps,
+                     synthetic={"lognormal": "median 65, sigma 0.88, cap 1024, seed 1",
+                                "powerlaw": "median 65, alpha 2.0, cap 1024, seed 2"},
+                     results=records)
+    write_results(doc, a.out, plot)
     return 0
 
 

@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # perfutil, also under python -P
+from perfutil import plotter  # noqa: E402
+
 SOURCE = HERE / "c" / "bench_pmpi.c"
 COLLS = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather", "scatter",
          "reduce_scatter_block", "scan")
@@ -135,18 +138,11 @@ def table(records: list[dict[str, Any]], coll: str, ranks: int) -> str:
     return "\n".join(out)
 
 
-def plot(records: list[dict[str, Any]], header: dict[str, Any], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)", file=sys.stderr)
-        return False
+@plotter("bench_pmpi")
+def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any:
     colls = [c for c in COLLS if c != "barrier" and any(r["coll"] == c for r in records)]
     if not colls:
-        return False
+        return None
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for coll in colls:
         rows = sorted((r for r in records if r["coll"] == coll), key=lambda r: r["bytes"])
@@ -166,9 +162,7 @@ def plot(records: list[dict[str, Any]], header: dict[str, Any], path: Path) -> b
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=6, ncol=2)
     fig.suptitle(f"C through LD_PRELOAD vs plain MPI: {header['ranks']} ranks, {header['mpi']}, {header['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -20,18 +20,14 @@ hit rate's gap to Belady's optimum.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import plotter, run_record, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CAPACITIES = (0.01, 0.05, 0.10, 0.20)
@@ -76,10 +72,8 @@ def print_table(records: list[dict[str, Any]]) -> None:
                   f"{v['gap_to_opt']:>8.4f}")
 
 
-def plot(doc: dict[str, Any], path: Path) -> bool:
-    plt = pyplot("bench_tiered_cache")
-    if plt is None:
-        return False
+@plotter("bench_tiered_cache")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
     names = list(dict.fromkeys(r["trace"] for r in doc["results"]))
     colors = {"lru": "tab:gray", "lfu": "tab:brown", "opt": "black", "learned": "tab:blue",
               "learned+prefetch": "tab:green"}
@@ -100,9 +94,7 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
         ax.set_title(f"{name} (seed {doc['seeds'][0]})" if name != "dlrm" else "DLRM example's ids", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -115,7 +107,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "tiered_cache.json")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import pymcoll
 
     records: list[dict[str, Any]] = []
     cases = traces(a)
@@ -132,16 +123,9 @@ def main() -> int:
             print(f"[{done}/{total} {time.perf_counter() - started:6.0f}s] {name} seed {seed} cap {cap:.2f}: "
                   + "  ".join(f"{p} {v['hit_rate']:.4f}" for p, v in r.items()), file=sys.stderr, flush=True)
     print_table(records)
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "pymcoll": pymcoll.__version__,
-           "python": platform.python_version(), "numpy": np.__version__, "cores": os.cpu_count(),
-           "loadavg": list(os.getloadavg()), "rows": a.rows, "seeds": a.seeds, "kinds": a.kinds,
-           "dlrm_batches": a.dlrm_batches, "warmup": 0.2, "results": records}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    wrote = f"wrote {a.out}"
-    if plot(doc, a.out.with_suffix(".png")):
-        wrote += f" and {a.out.with_suffix('.png')}"
-    print(wrote)
+    doc = run_record(rows=a.rows, seeds=a.seeds, kinds=a.kinds, dlrm_batches=a.dlrm_batches, warmup=0.2,
+                     results=records)
+    write_results(doc, a.out, plot)
     return 0
 
 

@@ -21,7 +21,6 @@ measured speed could follow; near 0: noise no schedule can predict).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot, run_worker  # noqa: E402
+from perfutil import plotter, run_record, run_worker, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -99,11 +98,9 @@ def worker(a: argparse.Namespace) -> None:
               flush=True)
 
 
-def plot(doc: dict[str, Any], path: Path) -> bool:
+@plotter("bubble_floor")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
     """Per work size, each step's difference between the ranks' compute times."""
-    plt = pyplot(__file__)
-    if plt is None:
-        return False
     recs = doc["records"]
     fig, axes = plt.subplots(1, len(recs), figsize=(4 * len(recs), 3.4), squeeze=False)
     for ax, r in zip(axes[0], recs, strict=True):
@@ -116,9 +113,7 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
     axes[0][0].set_ylabel("rank 0 - rank 1 compute (ms)")
     fig.suptitle(f"Identical work on {doc['ranks']} ranks ({doc['cpus']} CPUs, pinned: {doc['pinned']})",
                  fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -139,17 +134,14 @@ def main() -> int:
     doc = run_worker(a.np, __file__, args, timeout=3600)
     if doc is None:
         return 1
-    doc.update(date=datetime.date.today().isoformat(), commit=commit(), steps=a.steps)
+    doc = run_record(steps=a.steps, **doc)
     print(f"# identical work, {doc['ranks']} ranks on {doc['cpus']} CPUs (pinned: {doc['pinned']}), "
           f"{a.steps} steps each")
     print(f"# {'work ms':>8} {'step ms':>8} {'bubble ms':>10} {'share':>6} {'lag-1':>6}")
     for r in doc["records"]:
         print(f"  {r['work_ms_asked']:8.0f} {r['step_ms']:8.1f} {r['bubble_ms']:10.2f} "
               f"{100 * r['bubble_share']:5.1f}% {r['lag1_autocorrelation']:+6.2f}")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
-    png = a.out.with_suffix(".png")
-    print(f"wrote {a.out}" + (f" and {png}" if plot(doc, png) else ""))
+    write_results(doc, a.out, plot)
     return 0
 
 

@@ -26,10 +26,7 @@ prefetches and their accuracy, over the lookups after the warm-up (20%).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -38,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
-from perfutil import commit, pyplot  # noqa: E402
+from perfutil import plotter, run_record, write_results  # noqa: E402
 
 from pymcoll.algorithms.tiered_cache import (GroupOracle, LearnedCachePolicy, NextBatchOracle,  # noqa: E402
                                              Trace, make_trace, resolve_capacity, simulate)
@@ -67,10 +64,8 @@ def measure(trace: Trace, cap: int, budgets: list[int], ages: list[float]) -> li
     return out
 
 
-def plot(doc: dict[str, Any], path: Path) -> bool:
-    plt = pyplot("prefetch_limits")
-    if plt is None:
-        return False
+@plotter("prefetch_limits")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
     labels = [v["variant"] for v in doc["results"][0]["variants"]]
     ratios = np.array([[v["fetches_vs_lru"] for v in r["variants"]] for r in doc["results"]])
     fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(labels) + 1.4))
@@ -85,9 +80,7 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
                  f"distinct rows", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return fig
 
 
 def main() -> int:
@@ -119,16 +112,9 @@ def main() -> int:
             print(f"{r['seed']:>6}{r['capacity']:>5}  {v['variant']:<42}{v['hit_rate']:>9.4f}"
                   f"{v['on_demand_fetches']:>11}{v['fetches_vs_lru']:>8.3f}{v['prefetches']:>12}"
                   f"{v['prefetch_accuracy']:>10.3f}")
-    import pymcoll
-    doc = {"date": datetime.date.today().isoformat(), "commit": commit(), "pymcoll": pymcoll.__version__,
-           "python": platform.python_version(), "numpy": np.__version__, "cores": os.cpu_count(),
-           "rows": a.rows, "kind": a.kind, "seeds": a.seeds, "capacity_share": a.capacity, "ages": a.ages,
-           "warmup": 0.2, "goal_fetches_vs_lru": GOAL, "results": results}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    png = a.out.with_suffix(".png")
-    print(f"wrote {a.out}" + (f" and {png}" if plot(doc, png) else " (no plot: matplotlib missing)"),
-          file=sys.stderr)
+    doc = run_record(rows=a.rows, kind=a.kind, seeds=a.seeds, capacity_share=a.capacity, ages=a.ages,
+                     warmup=0.2, goal_fetches_vs_lru=GOAL, results=results)
+    write_results(doc, a.out, plot)
     return 0
 
 

@@ -5,6 +5,8 @@ buffers and arguments (the same for pymcoll and the reference), a stamp that
 changes the send data before every timed call, and a check that fills the
 send buffers with known values, poisons the receive buffers, makes one call
 and counts the elements of the result that differ from numpy's (#wrong).
+perf/bench_collectives.py builds its cases here too (with its own sizes, the
+per-rank message, and its own forms of the calls from ``Case.args``).
 
 Sizes follow nccl-tests: ``size`` is the bytes of the largest buffer of the
 call: the message (Bcast), the vector (Reduce, Allreduce, Scan, Exscan) or
@@ -193,10 +195,14 @@ class Case:
     calls: dict[str, Callable[[], None]]  # implementation name -> one call, arguments bound
     stamp: Callable[[], None]  # a new value in every send block; not timed
     verify: Callable[[Callable[[], None], int], int]  # (call, seed) -> wrong elements on this rank
+    args: tuple  # the arguments bound in `calls`, for other forms of the method (I-form, _init)
+    send_bytes: int  # the most bytes any rank sends from its send buffer
+    recv_bytes: int  # the most bytes any rank receives into its receive buffer (its own block included)
 
 
 def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np.float32,
-              op: str = "sum", targets: Optional[dict[str, Any]] = None) -> Optional[Case]:
+              op: str = "sum", targets: Optional[dict[str, Any]] = None,
+              alloc: Optional[Callable[[int, np.dtype], np.ndarray]] = None) -> Optional[Case]:
     """Buffers, calls, stamp and check of `coll` with a `size`-byte largest buffer.
 
     Args:
@@ -209,7 +215,9 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         op: 'sum', 'prod', 'max' or 'min' for the reductions.
         targets: implementation name -> object with mpi4py's methods (default
             {'pymcoll': comm, 'mpi4py': comm.mpi}); every one is called with the same
-            arguments.
+            arguments. ``{}`` binds none: the caller makes its calls from ``Case.args``.
+        alloc: ``alloc(elements, dtype)`` makes each buffer (default numpy.empty), e.g.
+            pymcoll.alloc for buffers in the shared heap.
     """
     if coll not in METHODS:
         raise ValueError(f"coll={coll!r}: expected one of {', '.join(COLLECTIVES)}")
@@ -229,7 +237,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         def verify_barrier(call: Callable[[], None], seed: int) -> int:
             call()
             return 0
-        return Case(coll, 0, 0, None, None, None, bind(()), lambda: None, verify_barrier)
+        return Case(coll, 0, 0, None, None, None, bind(()), lambda: None, verify_barrier, (), 0, 0)
 
     count = block_count(coll, size, n, dtype.itemsize)
     if count < 1:
@@ -247,7 +255,9 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         return [buf, counts, displs, mpi_dt] if (v_form and buf is not None) else buf
 
     def blank(elements: int) -> np.ndarray:
-        return np.full(elements, poison, dtype)
+        buf = alloc(elements, dtype) if alloc is not None else np.empty(elements, dtype)
+        buf[...] = poison
+        return buf
 
     def blocks(buf: np.ndarray) -> np.ndarray:
         return buf.reshape(-1, count)
@@ -263,9 +273,11 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
     fill: Callable[[int], None]
     check: Callable[[int], int]
     redop: Optional[str] = None
+    block = count * dtype.itemsize
     if coll == "bcast":
         buf = blank(count)
         args: tuple = (buf, root)
+        send_bytes = recv_bytes = block
         stamped = [buf] if is_root else []
 
         def fill(seed: int) -> None:
@@ -278,6 +290,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         send = blank(count)
         recv = blank(n * count) if (everyone or is_root) else None
         args = (send, spec(recv)) if everyone else (send, spec(recv), root)
+        send_bytes, recv_bytes = block, n * block
         stamped = [send]
 
         def fill(seed: int) -> None:
@@ -291,6 +304,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         send = blank(n * count) if is_root else None
         recv = blank(count)
         args = (spec(send), recv, root)
+        send_bytes, recv_bytes = n * block, block
         stamped = [send] if send is not None else []
 
         def fill(seed: int) -> None:
@@ -304,6 +318,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
     elif coll in ("alltoall", "alltoallv"):
         send, recv = blank(n * count), blank(n * count)
         args = (spec(send), spec(recv))
+        send_bytes = recv_bytes = n * block
         stamped = [send]
 
         def fill(seed: int) -> None:
@@ -318,6 +333,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         send, recv = blank(n * count), blank(count)
         args = ((send, recv, mpi_op(op)) if coll == "reduce_scatter_block"
                 else (send, recv, counts, mpi_op(op)))
+        send_bytes, recv_bytes = n * block, block
         stamped = [send]
 
         def fill(seed: int) -> None:
@@ -333,6 +349,7 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         send = blank(count)
         recv = blank(count) if (coll != "reduce" or is_root) else None
         args = (send, recv, mpi_op(op), root) if coll == "reduce" else (send, recv, mpi_op(op))
+        send_bytes = recv_bytes = block
         stamped = [send]
         contributors = {"reduce": range(n), "allreduce": range(n), "scan": range(me + 1),
                         "exscan": range(me)}[coll]
@@ -366,4 +383,5 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
         return check(seed)
 
     return Case(coll, case_size(coll, count, n, dtype.itemsize), count,
-                root if coll in ROOTED else None, redop, dtype.name, bind(args), stamp, verify)
+                root if coll in ROOTED else None, redop, dtype.name, bind(args), stamp, verify, args,
+                send_bytes, recv_bytes)
