@@ -4,7 +4,7 @@
 Both sides are called through mpi4py on the same communicator (pymcoll.Comm
 and its ``.mpi``), interleaved block by block, with the method of
 ``python -m pymcoll bench`` (whose functions this script uses; see
-docs MEASURE.md). Writes, on rank 0:
+docs/measure.md). Writes, on rank 0:
 
     perf/results/allgather_bcast.json   [header, one record per size and implementation]
     perf/results/allgather_bcast.png    latency vs size (log-log) and vs_ref

@@ -4,7 +4,7 @@
 Barrier, Bcast, Gather(v), Scatter(v), Allgather(v), Alltoall(v), Reduce, Allreduce,
 Reduce_scatter_block, Reduce_scatter, Scan and Exscan of a ``pymcoll.Comm`` are timed
 side by side with the same methods of the communicator it wraps (``comm.mpi``, called
-through mpi4py, so both sides pay a Python call), following docs MEASURE.md: per size a
+through mpi4py, so both sides pay a Python call), following docs/measure.md: per size a
 probe, a warm-up, then alternating blocks pymcoll, mpi4py, pymcoll, ... (a Barrier before
 each); before every call one value per 4 KiB page (and per block) of the send buffer
 changes (untimed); a block's time per call is the slowest rank's; median and min over the

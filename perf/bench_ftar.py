@@ -2,7 +2,7 @@
 """Fault-tolerant allreduce (FTAR): bandwidth, stall on SIGKILL, catch-up overhead.
 
 Three measurements, each against a reference taken in the same run
-(the project's MEASURE.md):
+(docs/measure.md):
 
   bandwidth  failure-free allreduce (float32 sum) at 2 and 4 members over
              loopback. Every worker process holds an FTAR member per

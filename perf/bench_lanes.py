@@ -2,7 +2,7 @@
 """Multi-object (lanes) against single-leader against the MPI, across virtual nodes.
 
 Three implementations of each collective run side by side in one launch,
-interleaved block by block (MEASURE.md): pymcoll with the lane algorithms
+interleaved block by block (docs/measure.md): pymcoll with the lane algorithms
 (PYMCOLL_<COLL>_ALGORITHM=lanes), pymcoll with one leader per node
 (=leader; for Scatter and Gather, which have no leader variant, that is the
 wrapped communicator's MPI collective; for Alltoall(v) it is the lanes'

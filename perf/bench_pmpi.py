@@ -41,7 +41,7 @@ from perfutil import plotter  # noqa: E402
 SOURCE = HERE / "c" / "bench_pmpi.c"
 COLLS = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather", "scatter",
          "reduce_scatter_block", "scan")
-# nccl-tests' bus bandwidth factors (MEASURE.md); gather/scatter as allgather.
+# nccl-tests' bus bandwidth factors (docs/measure.md); gather/scatter as allgather.
 BUSBW = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
          "alltoall": lambda n: (n - 1) / n, "reduce_scatter_block": lambda n: (n - 1) / n,
          "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,

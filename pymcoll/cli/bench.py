@@ -353,7 +353,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
         mpi.Allreduce(mine, osu_min, op=MPI.MIN)
         mpi.Allreduce(mine, osu_max, op=MPI.MAX)
         mpi.Allreduce(mine, osu_sum, op=MPI.SUM)
-        # nccl-tests' and MEASURE.md's view: a block is as slow as its slowest rank.
+        # nccl-tests' and docs/measure.md's view: a block is as slow as its slowest rank.
         mpi.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
         per_call_us = times / n_iters * 1e6
         wrong = np.array([case.verify(case.calls[impl], 17 * index + 5 * j)

@@ -1,4 +1,4 @@
-"""The thread contract (DESIGN.md section 3, as MPI_THREAD_MULTIPLE) and
+"""The thread contract (docs/design.md, "Threads and progress", as MPI_THREAD_MULTIPLE) and
 request progress.
 
 Parts (select with --parts, default acd):
