@@ -35,7 +35,6 @@ exclude_patterns = ["_build"]
 
 # GitHub's heading slugs, so that README.md#anchor links work on the site and on GitHub alike.
 myst_heading_anchors = 4
-myst_enable_extensions = ["deflist"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
