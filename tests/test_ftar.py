@@ -51,10 +51,10 @@ def test_allreduce_is_exact_and_bit_identical(tmp_path: Path, n: int, streams: i
         extra = ["--streams", str(streams), "--chunk-bytes", "4096", "--timeout", "120"]
         if integrity:
             extra.append("--integrity")
-        procs = cl.start_together([(f"r{k}", "sum_check", ["--number", str(k), "--members", str(n), "--cases", cases,
+        procs = cl.start_programs([(f"r{k}", "sum_check", ["--number", str(k), "--members", str(n), "--cases", cases,
                                                           *extra], None) for k in range(n)])
         for p in procs:
-            p.wait_event(lambda e: e["ev"] == "done", 240, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 240, "done")
         per_member = [[e for e in p.events if e["ev"] == "case"] for p in procs]
         for evs in per_member:
             assert len(evs) == ncases
@@ -69,7 +69,7 @@ def survivors_agree(procs, dead: set[str] = frozenset()) -> dict[int, str]:
     """Every committed step has one state digest over the replicas that applied it."""
     by_step: dict[int, set[str]] = {}
     for p in procs:
-        for e in p.committed():
+        for e in p.events_of("commit"):
             if e["hash"] is not None:
                 by_step.setdefault(e["step"], set()).add(e["hash"])
     diverged = {s: h for s, h in by_step.items() if len(h) > 1}
@@ -88,17 +88,17 @@ def test_sigkill_at_each_point_never_gives_a_wrong_result(tmp_path: Path, point:
     kill_step = 4
     with Cluster(tmp_path, min_replicas=2) as cl:
         common = ["--steps", "10", "--dim", "50000", "--chunk-bytes", "4096"]
-        r0, r1, r2 = cl.start_together([
+        r0, r1, r2 = cl.start_programs([
             ("r0", "replica", ["--number", "0", *common], None),
             ("r1", "replica", ["--number", "1", *common], None),
             ("r2", "replica", ["--number", "2", *common], {"PYMCOLL_FTAR_FAULT": f"{point}:kill@{kill_step}"})])
         for p in (r0, r1):
-            p.wait_event(lambda e: e["ev"] == "done", 120, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         assert r2.wait(10) == -signal.SIGKILL
         no_wrong_sum([r0, r1])
         survivors_agree([r0, r1])
         for p in (r0, r1):
-            commits = {e["step"]: e for e in p.committed()}
+            commits = {e["step"]: e for e in p.events_of("commit")}
             assert sorted(commits) == list(range(10)), p.report()
             for s in range(kill_step + 1, 10):
                 assert commits[s]["n_contrib"] == 2 and commits[s]["mask"] == 0b011, commits[s]
@@ -115,22 +115,22 @@ def test_sigkill_at_each_point_never_gives_a_wrong_result(tmp_path: Path, point:
 def test_restarted_replica_catches_up_while_others_commit(tmp_path: Path) -> None:
     with Cluster(tmp_path, min_replicas=2) as cl:
         common = ["--steps", "60", "--dim", "20000", "--sleep", "0.05", "--state-bytes", str(8 << 20)]
-        r0, r1, r2 = cl.start_together([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
-        r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
-        r2.signal(signal.SIGKILL)
-        r0.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 14, 60, "commit 14")
-        before = len(r0.committed())
-        r2b = cl.start("r2", "replica", "--number", "2", *common)
-        healed = r2b.wait_event(lambda e: e["ev"] == "healed", 60, "healed")
-        first = r2b.wait_event(lambda e: e["ev"] == "commit" and e["hash"] is not None, 60, "first commit")
+        r0, r1, r2 = cl.start_programs([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
+        r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
+        r2.send_signal(signal.SIGKILL)
+        r0.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 14, 60, "commit 14")
+        before = len(r0.events_of("commit"))
+        r2b = cl.start_program("r2", "replica", "--number", "2", *common)
+        healed = r2b.wait_for(lambda e: e["ev"] == "healed", 60, "healed")
+        first = r2b.wait_for(lambda e: e["ev"] == "commit" and e["hash"] is not None, 60, "first commit")
         for p in (r0, r1, r2b):
-            p.wait_event(lambda e: e["ev"] == "done", 120, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         hashes = survivors_agree([r0, r1, r2b])
         assert hashes[first["step"]] == first["hash"]
         assert healed["step"] >= 14
-        assert len(r0.committed()) > before  # the others went on committing
+        assert len(r0.events_of("commit")) > before  # the others went on committing
         no_wrong_sum([r0, r1, r2b])
-        done = {p.name: p.wait_event(lambda e: e["ev"] == "done", 1)["hash"] for p in (r0, r1, r2b)}
+        done = {p.name: p.wait_for(lambda e: e["ev"] == "done", 1)["hash"] for p in (r0, r1, r2b)}
         assert len(set(done.values())) == 1, done
 
 
@@ -139,21 +139,21 @@ def test_joiner_completes_from_another_donor_when_its_donor_dies(tmp_path: Path)
     with Cluster(tmp_path, min_replicas=2) as cl:
         common = ["--steps", "40", "--dim", "20000", "--sleep", "0.05", "--state-bytes", str(16 << 20)]
         # r0 is the first donor (the coordinator spreads joiners over healthy members in ring order).
-        r0, r1, r2 = cl.start_together([
+        r0, r1, r2 = cl.start_programs([
             ("r0", "replica", ["--number", "0", *common], {"PYMCOLL_FTAR_FAULT": "serve_state:kill"}),
             ("r1", "replica", ["--number", "1", *common], None),
             ("r2", "replica", ["--number", "2", *common], None)])
-        r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
-        r2.signal(signal.SIGKILL)
-        r1.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
-        r2b = cl.start("r2", "replica", "--number", "2", *common)
+        r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
+        r2.send_signal(signal.SIGKILL)
+        r1.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
+        r2b = cl.start_program("r2", "replica", "--number", "2", *common)
         assert r0.wait(60) == -signal.SIGKILL  # it died serving the state
-        r2b.wait_event(lambda e: e["ev"] == "healed", 60, "healed")
+        r2b.wait_for(lambda e: e["ev"] == "healed", 60, "healed")
         for p in (r1, r2b):
-            p.wait_event(lambda e: e["ev"] == "done", 120, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         survivors_agree([r0, r1, r2b])
         no_wrong_sum([r1, r2b])
-        err = "".join(r2b.stderr)
+        err = r2b.stderr()
         assert "asking for another donor" in err, err
 
 
@@ -161,45 +161,44 @@ def test_joiner_completes_from_another_donor_when_its_donor_dies(tmp_path: Path)
 def test_short_sigstop_costs_latency_long_one_fences_and_rejoins(tmp_path: Path) -> None:
     with Cluster(tmp_path, min_replicas=2, evict_ms=1500) as cl:
         common = ["--steps", "70", "--dim", "5000", "--sleep", "0.05"]
-        r0, r1, r2 = cl.start_together([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
-        r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
-        r2.signal(signal.SIGSTOP)
+        r0, r1, r2 = cl.start_programs([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
+        r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
+        r2.send_signal(signal.SIGSTOP)
         time.sleep(0.4)
-        r2.signal(signal.SIGCONT)
-        r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 15, 60, "commit 15")
+        r2.send_signal(signal.SIGCONT)
+        r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 15, 60, "commit 15")
         short = [e for p in (r0, r1, r2) for e in p.events if e.get("step", 99) <= 14
                  and e["ev"] in ("nocommit", "allreduce") and e.get("status") != "OK"]
         assert not short, short  # below the eviction timeout: no abort, only a slower step
-        assert all(e["n_contrib"] == 3 for e in r0.committed() if e["step"] <= 14)
-        r2.signal(signal.SIGSTOP)
-        r0.wait_event(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
-        stopped_at = max(e["step"] for e in r2.committed())
+        assert all(e["n_contrib"] == 3 for e in r0.events_of("commit") if e["step"] <= 14)
+        r2.send_signal(signal.SIGSTOP)
+        r0.wait_for(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
+        stopped_at = max(e["step"] for e in r2.events_of("commit"))
         time.sleep(1.0)
-        r2.signal(signal.SIGCONT)
-        healed = r2.wait_event(lambda e: e["ev"] == "healed", 60, "healed after SIGCONT")
+        r2.send_signal(signal.SIGCONT)
+        healed = r2.wait_for(lambda e: e["ev"] == "healed", 60, "healed after SIGCONT")
         assert healed["step"] > stopped_at
         for p in (r0, r1, r2):
-            p.wait_event(lambda e: e["ev"] == "done", 120, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         survivors_agree([r0, r1, r2])  # r2 never applied a stale step: every digest it had matches
         no_wrong_sum([r0, r1, r2])
-        assert "fenced" in "".join(r2.stderr)
+        assert "fenced" in r2.stderr()
 
 
 @pytest.mark.timeout(240)
 def test_coordinator_restart_mid_run(tmp_path: Path) -> None:
     with Cluster(tmp_path, min_replicas=3) as cl:
         common = ["--steps", "40", "--dim", "5000", "--sleep", "0.05"]
-        procs = cl.start_together([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
-        procs[0].wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
-        addr = cl.addr
+        procs = cl.start_programs([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(3)])
+        procs[0].wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
         cl.kill_coordinator()
         time.sleep(0.5)
-        cl.start_coordinator(addr)
+        cl.restart_coordinator()
         for p in procs:
-            p.wait_event(lambda e: e["ev"] == "done", 150, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 150, "done")
         survivors_agree(procs)
         no_wrong_sum(procs)
-        done = {p.wait_event(lambda e: e["ev"] == "done", 1)["hash"] for p in procs}
+        done = {p.wait_for(lambda e: e["ev"] == "done", 1)["hash"] for p in procs}
         assert len(done) == 1
 
 
@@ -226,20 +225,20 @@ def _garbage_connections(addr: str) -> None:
 def test_wrong_token_and_garbage_change_nothing(tmp_path: Path) -> None:
     with Cluster(tmp_path, min_replicas=2) as cl:
         common = ["--steps", "150", "--dim", "2000", "--sleep", "0.05"]
-        r0, r1 = cl.start_together([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(2)])
-        r0.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 3, 60, "commit 3")
-        listen = [ln for ln in r1.stderr if "listening on" in ln]
+        r0, r1 = cl.start_programs([(f"r{k}", "replica", ["--number", str(k), *common], None) for k in range(2)])
+        r0.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 3, 60, "commit 3")
+        listen = [ln for ln in r1.stderr().splitlines() if "listening on" in ln]
         assert listen, r1.report()
         _garbage_connections(listen[0].rsplit("listening on ", 1)[1].split(",")[0].strip())
-        _garbage_connections(cl.addr)
-        intruder = cl.start("r9", "replica", "--number", "9", "--steps", "1", "--timeout", "2",
+        _garbage_connections(cl.address)
+        intruder = cl.start_program("r9", "replica", "--number", "9", "--steps", "1", "--timeout", "2",
                             env={"PYMCOLL_FTAR_TOKEN": "not-the-token"})
-        ev = intruder.wait_event(lambda e: e["ev"] == "quorum", 30, "refused quorum")
+        ev = intruder.wait_for(lambda e: e["ev"] == "quorum", 30, "refused quorum")
         assert ev["status"] == "COORDINATOR_LOST", ev
-        intruder.stop()
-        assert r1.p.poll() is None, "r1 finished before the intruders were done: raise --steps"
+        intruder.kill()
+        assert r1.running, "r1 finished before the intruders were done: raise --steps"
         for p in (r0, r1):
-            p.wait_event(lambda e: e["ev"] == "done", 120, "done")
+            p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         survivors_agree([r0, r1])
-        assert all(e["n_contrib"] == 2 for e in r0.committed())
-        assert "refused" in "".join(cl.coordinator.stderr) or "closed" in "".join(cl.coordinator.stderr)
+        assert all(e["n_contrib"] == 2 for e in r0.events_of("commit"))
+        assert "refused" in cl.coordinator.stderr() or "closed" in cl.coordinator.stderr()

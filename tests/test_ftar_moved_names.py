@@ -65,7 +65,7 @@ def test_package_keeps_the_former_module_names() -> None:
 
 def test_the_new_modules_raise_no_deprecation_warning(tmp_path) -> None:
     modules = ["pymcoll.ftar", "pymcoll.ftar.member", "pymcoll.ftar.address", "pymcoll.ftar.coordinator",
-               "pymcoll.ftar.state", "pymcoll.ftar.training",
+               "pymcoll.ftar.local_cluster", "pymcoll.ftar.state", "pymcoll.ftar.training",
                "pymcoll.cli.ftar_coordinator", "pymcoll.cli"]
     code = "import importlib\nfor m in %r: importlib.import_module(m)" % (modules,)
     proc = subprocess.run([sys.executable, "-P", "-W", "error::DeprecationWarning", "-c", code], cwd=tmp_path,

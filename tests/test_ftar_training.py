@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from ftar_cluster import Cluster, Proc
+from ftar_cluster import Cluster
+from pymcoll.ftar.local_cluster import LocalProcess
 
 pytest.importorskip("torch")
 
@@ -37,7 +38,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ftar_train.py"
 PROGRAM = "torch_replica"
 
 
-def hashes_by_step(procs: list[Proc]) -> dict[int, str]:
+def hashes_by_step(procs: list[LocalProcess]) -> dict[int, str]:
     """The one state hash of every step over all replicas' commit and healed events (asserts there is one)."""
     by_step: dict[int, set[str]] = {}
     for p in procs:
@@ -49,31 +50,31 @@ def hashes_by_step(procs: list[Proc]) -> dict[int, str]:
     return {s: next(iter(h)) for s, h in by_step.items()}
 
 
-def commits(p: Proc) -> dict[int, dict[str, Any]]:
+def commits(p: LocalProcess) -> dict[int, dict[str, Any]]:
     """step -> commit event (a step is committed once per replica)."""
     out: dict[int, dict[str, Any]] = {}
-    for e in p.committed():
+    for e in p.events_of("commit"):
         assert e["step"] not in out, f"{p.name} committed step {e['step']} twice"
         out[e["step"]] = e
     return out
 
 
-def n_contrib_agrees(procs: list[Proc]) -> dict[int, int]:
+def n_contrib_agrees(procs: list[LocalProcess]) -> dict[int, int]:
     """Every replica that committed a step reports the same n_contrib for it."""
     by_step: dict[int, set[int]] = {}
     for p in procs:
-        for e in p.committed():
+        for e in p.events_of("commit"):
             by_step.setdefault(e["step"], set()).add(e["n_contrib"])
     bad = {s: n for s, n in by_step.items() if len(n) > 1}
     assert not bad, bad
     return {s: next(iter(n)) for s, n in by_step.items()}
 
 
-def done(p: Proc, timeout: float = 90) -> dict[str, Any]:
-    return p.wait_event(lambda e: e["ev"] == "done", timeout, "done")
+def done(p: LocalProcess, timeout: float = 90) -> dict[str, Any]:
+    return p.wait_for(lambda e: e["ev"] == "done", timeout, "done")
 
 
-def final_hashes_equal(procs: list[Proc]) -> None:
+def final_hashes_equal(procs: list[LocalProcess]) -> None:
     finals = {p.name: done(p, 1) for p in procs}
     assert all(f["up_to_date"] for f in finals.values()), finals
     assert len({f["hash"] for f in finals.values()}) == 1, finals
@@ -89,15 +90,15 @@ def test_killed_replica_restarts_catches_up_and_matches(tmp_path: Path, policy: 
     with Cluster(tmp_path, min_replicas=2) as cl:
         # retry: SIGKILL from outside at some moment; skip: inside the reduce-scatter, so that an attempt fails.
         fault = {"PYMCOLL_FTAR_FAULT": "reduce_scatter:kill@8"} if policy == "skip" else None
-        r0, r1, r2 = cl.start_together([("r0", PROGRAM, common, None), ("r1", PROGRAM, common, None),
+        r0, r1, r2 = cl.start_programs([("r0", PROGRAM, common, None), ("r1", PROGRAM, common, None),
                                         ("r2", PROGRAM, common, fault)])
         if policy == "retry":
-            r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
-            r2.signal(signal.SIGKILL)
+            r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
+            r2.send_signal(signal.SIGKILL)
         assert r2.wait(30) == -signal.SIGKILL
-        r0.wait_event(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
-        r2b = cl.start("r2", PROGRAM, *common)
-        healed = r2b.wait_event(lambda e: e["ev"] == "healed", 60, "healed")
+        r0.wait_for(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
+        r2b = cl.start_program("r2", PROGRAM, *common)
+        healed = r2b.wait_for(lambda e: e["ev"] == "healed", 60, "healed")
         for p in (r0, r1, r2b):
             done(p)
 
@@ -141,7 +142,7 @@ def test_fault_at_each_point_keeps_survivors_identical(tmp_path: Path, fault: st
     k, steps = 6, 16
     common = ["--steps", str(steps), "--sleep", "0.02"]
     with Cluster(tmp_path, min_replicas=2) as cl:
-        r0, r1, r2 = cl.start_together([("r0", PROGRAM, common, None), ("r1", PROGRAM, common, None),
+        r0, r1, r2 = cl.start_programs([("r0", PROGRAM, common, None), ("r1", PROGRAM, common, None),
                                         ("r2", PROGRAM, common, {"PYMCOLL_FTAR_FAULT": f"{fault}@{k}"})])
         for p in (r0, r1):
             done(p, 60)
@@ -178,16 +179,16 @@ def test_long_sigstop_fences_then_rejoins_through_catch_up(tmp_path: Path) -> No
     steps = 110
     common = ["--steps", str(steps), "--sleep", "0.03"]
     with Cluster(tmp_path, min_replicas=2, evict_ms=1000) as cl:
-        r0, r1, r2 = cl.start_together([(f"r{i}", PROGRAM, common, None) for i in range(3)])
-        r2.wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
-        r2.signal(signal.SIGSTOP)
+        r0, r1, r2 = cl.start_programs([(f"r{i}", PROGRAM, common, None) for i in range(3)])
+        r2.wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 5, 60, "commit 5")
+        r2.send_signal(signal.SIGSTOP)
         stopped = time.monotonic()
         # (the survivors may go on without it after the join timeout, before the eviction)
-        r0.wait_event(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
+        r0.wait_for(lambda e: e["ev"] == "commit" and e["n_contrib"] == 2, 30, "a commit without r2")
         stopped_at = max(commits(r2))
         time.sleep(max(0.0, stopped + 1.8 - time.monotonic()))  # well past the eviction timeout (1 s)
-        r2.signal(signal.SIGCONT)
-        healed = r2.wait_event(lambda e: e["ev"] == "healed", 60, "healed after SIGCONT")
+        r2.send_signal(signal.SIGCONT)
+        healed = r2.wait_for(lambda e: e["ev"] == "healed", 60, "healed after SIGCONT")
         for p in (r0, r1, r2):
             done(p)
         assert healed["step"] > stopped_at
@@ -200,14 +201,14 @@ def test_long_sigstop_fences_then_rejoins_through_catch_up(tmp_path: Path) -> No
         # The coordinator fenced r2 while it was stopped (evicted for its silence) ...
         assert cl.coordinator is not None
         assert any(line.startswith("ftar-coordinator: member r2 ") and " evicted: " in line
-                   for line in cl.coordinator.stderr), cl.coordinator.report()
+                   for line in cl.coordinator.stderr().splitlines()), cl.coordinator.report()
         # ... and r2 learned it from the fence notice or, when it met the link the coordinator had
         # closed before reading the notice (which way is a race after SIGCONT), from losing the link.
-        r2_log = "".join(r2.stderr)
+        r2_log = r2.stderr()
         assert "fenced by the coordinator" in r2_log or "lost the coordinator" in r2_log, r2.report()
         # It learnt the group's step from the next quorum and caught up from there (the failed operation
         # reports FENCED or ABORTED, whichever the member notices first).
-        adopted = r2.wait_event(lambda e: e["ev"] == "adopt_step", 1)
+        adopted = r2.wait_for(lambda e: e["ev"] == "adopt_step", 1)
         assert adopted["previous"] in (stopped_at + 1, stopped_at + 2), adopted  # (+2: stopped before printing)
         assert adopted["step"] > adopted["previous"], adopted
         n_contrib_agrees([r0, r1, r2])
@@ -219,13 +220,12 @@ def test_coordinator_restart_mid_run(tmp_path: Path) -> None:
     steps = 70
     common = ["--steps", str(steps), "--sleep", "0.03"]
     with Cluster(tmp_path, min_replicas=3) as cl:
-        procs = cl.start_together([(f"r{i}", PROGRAM, common, None) for i in range(3)])
-        procs[0].wait_event(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
-        addr = cl.addr
+        procs = cl.start_programs([(f"r{i}", PROGRAM, common, None) for i in range(3)])
+        procs[0].wait_for(lambda e: e["ev"] == "commit" and e["step"] >= 8, 60, "commit 8")
         cl.kill_coordinator()
         killed_at = max(commits(procs[0]))
         time.sleep(0.5)
-        cl.start_coordinator(addr)
+        cl.restart_coordinator()
         for p in procs:
             done(p, 100)
         hashes_by_step(procs)

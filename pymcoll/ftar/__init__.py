@@ -37,8 +37,8 @@ Every connection is authenticated with a job token shared by the coordinator
 and the members (``PYMCOLL_FTAR_TOKEN``, or a file), never sent in clear and
 never taken from the command line.
 
-The parts, one module each (every public name is also here, in
-``pymcoll.ftar``):
+The parts, one module each, whose public names are all here in
+``pymcoll.ftar`` too:
 
 * :mod:`pymcoll.ftar.member`: :class:`Member` and what its calls return
   (:class:`Status`, :class:`StepInfo`, :class:`AllreduceResult`,
@@ -52,6 +52,12 @@ The parts, one module each (every public name is also here, in
   (:func:`encode_state`, :func:`decode_state`, :func:`state_hash`, ...).
 * :mod:`pymcoll.ftar.training`: :class:`FaultTolerantTrainer`, the
   fault-tolerant training loop for torch models.
+
+and one that is imported on its own:
+
+* :mod:`pymcoll.ftar.local_cluster`: ``LocalCluster``, a coordinator and
+  replica processes on this machine (start, SIGKILL, restart, their events),
+  for tests, benchmarks and demonstrations.
 
 Example::
 
