@@ -1,6 +1,6 @@
 """Turning mpi4py-style buffer specifications into (pointer, bytes) messages.
 
-The rules are mpi4py's (the table in README.md lists them): a buffer is any
+The rules are mpi4py's (the table in docs/collectives.md lists them): a buffer is any
 object with the buffer protocol (numpy arrays, bytearray, memoryview, ...), a
 torch CPU tensor, or a DLPack producer in host memory (consumed here, see
 dlpack.py); a spec is the buffer alone or a list/tuple of 2 to 4 items,

@@ -49,7 +49,7 @@ The refinement stops when the most loaded part is within ``_REFINE_TOL``
 k + 1 largest samples together, which share a part), when a step would lower
 it by less than that, or after 4 steps per part.
 
-Measured (perf/bench_partition.py, perf/README.md), L**2 costs: on
+Measured (perf/bench_partition.py, perf/studies/partition.md), L**2 costs: on
 MovieLens-100K history lengths every batch of 256 samples or more over 2, 4
 and 8 parts ends within 1.0002 of the mean load (equal counts too). On
 synthetic lengths capped at 1024 the same holds except where a single
@@ -599,7 +599,7 @@ def partition(costs: object, nparts: int, equal_count: bool = False, method: str
     parts of no speeds. With equal_count the sizes still differ by at most
     one: a faster part takes costlier samples, not more of them.
 
-    Balance reached (perf/README.md): max / mean load <= 1.02 (measured:
+    Balance reached (perf/studies/partition.md): max / mean load <= 1.02 (measured:
     1.0002) for batches of 256 samples or more over 2, 4 and 8 parts with
     the L**2 cost model on MovieLens-100K and on synthetic lengths wherever
     no single sample outweighs the mean part; where one does (small batches,

@@ -109,8 +109,8 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
 #define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */
 #define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
-#define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/README.md, lanes switch points */
-#define PMC_DEFAULT_LANES_DIRECT_MIN (2u << 10) /* measured: perf/README.md, Alltoall across nodes */
+#define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/studies/lanes.md, switch points */
+#define PMC_DEFAULT_LANES_DIRECT_MIN (2u << 10) /* measured: perf/studies/lanes.md, Alltoall */
 
 #define PMC_DEFAULT_TRACE_RING 1024u /* trace records kept per communicator */
 

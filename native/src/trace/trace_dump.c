@@ -1,6 +1,6 @@
 /* Trace dumps, written without MPI, without allocation and without stdio,
  * so that a signal handler can write one: the hang being diagnosed may be
- * inside MPI or malloc. The format is described in README.md (Tracing). */
+ * inside MPI or malloc. The format is described in docs/trace.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
