@@ -7,10 +7,11 @@ FaultTolerantTrainer averages the gradients over the replicas with the
 fault-tolerant allreduce (FTAR). This script is also the supervisor: it
 
 * starts the coordinator (``python -m pymcoll ftar-coordinator`` on a free
-  loopback port, found through --addr-file) with a fresh job token that the
-  children get in the environment variable PYMCOLL_FTAR_TOKEN (never on a
-  command line);
-* starts the replicas and lets them take their first step together;
+  loopback port) with a fresh job token that the children get in the
+  environment variable PYMCOLL_FTAR_TOKEN (never on a command line), and
+  starts the replicas and lets them take their first step together, all
+  through :class:`pymcoll.ftar.local_cluster.LocalCluster`, which also stops
+  every child when the supervisor ends or dies;
 * every --kill-every seconds of training kills one replica with SIGKILL
   (victims in turn: r0, r1, ...; --kills in all) and restarts it
   --restart-delay seconds later; the restarted replica joins the running
@@ -76,20 +77,17 @@ import itertools
 import json
 import os
 import queue
-import secrets
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional
+
+from pymcoll.ftar.local_cluster import LocalCluster, LocalClusterError, LocalProcess
 
 IN, HIDDEN = 16, 64
-TOKEN_ENV = "PYMCOLL_FTAR_TOKEN"
 
 # ---------------------------------------------------------------------------
 # The model and the data (the same in every replica)
@@ -138,13 +136,14 @@ def _say(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def _watch_stdin(go: threading.Event) -> None:
-    """A 'go' line from the supervisor starts the first step; end of input (the
-    supervisor is gone) ends this replica at once, so no process is left behind."""
-    for line in sys.stdin:
-        if line.strip() == "go":
-            go.set()
-    os._exit(3)
+def _wait_for_go(path: str, timeout: float = 120.0) -> bool:
+    """The supervisor's go for the first step: the file `path` appears (False after `timeout` s)."""
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def run_replica(args: argparse.Namespace) -> int:
@@ -156,8 +155,6 @@ def run_replica(args: argparse.Namespace) -> int:
     from pymcoll.ftar.training import FaultTolerantTrainer
 
     torch.set_num_threads(1)  # replicas share the cores; one thread also fixes the order of the float sums
-    go = threading.Event()
-    threading.Thread(target=_watch_stdin, args=(go,), name="stdin-watch", daemon=True).start()
     model, opt = _build(args.seed)
     g = torch.Generator().manual_seed(args.seed + 777_777)
     x_eval = torch.randn(1024, IN, generator=g)
@@ -186,8 +183,8 @@ def run_replica(args: argparse.Namespace) -> int:
     try:
         trainer = FaultTolerantTrainer(member, model, opt, policy="retry", on_event=on_event)
         _say("ready", pid=os.getpid(), eval_loss=eval_loss())
-        if args.wait_go and not go.wait(120):
-            _say("error", message="no 'go' from the supervisor within 120 s")
+        if args.start_file and not _wait_for_go(args.start_file):
+            _say("error", message="no go from the supervisor within 120 s")
             return 1
         while trainer.step < args.steps:
             loss_now[0] = None
@@ -234,36 +231,28 @@ class Kill:
 
 @dataclass
 class Child:
-    """One replica process (one incarnation of a replica id)."""
+    """What the supervisor knows of one replica process (one incarnation of a replica id)."""
 
     rid: str
     index: int
-    incarnation: int
-    proc: subprocess.Popen
-    log_path: Path
-    spawned: float
-    state: str = "starting"   # starting, ready, training, healing, done, killed, exited
+    proc: LocalProcess
+    state: str = "starting"   # starting, training, healing, done, killed, exited
     ready_at: Optional[float] = None
     done: Optional[dict[str, Any]] = None
-    threads: list[threading.Thread] = field(default_factory=list)
 
 
 class Supervisor:
-    """Starts the coordinator and the replicas, kills and restarts them, and reports."""
+    """The kill schedule and the report; a LocalCluster runs the coordinator and the replicas."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.tmp = tempfile.TemporaryDirectory(prefix="ftar-train-")
-        self.tmpdir = Path(self.tmp.name)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PYMCOLL_FTAR")}
-        self.env[TOKEN_ENV] = secrets.token_hex(32)
-        self.env["PYTHONUNBUFFERED"] = "1"
-        self.events: "queue.Queue[tuple[float, str, int, Optional[dict[str, Any]]]]" = queue.Queue()
-        self.coordinator: Optional[subprocess.Popen] = None
-        self.coord_log: Optional[TextIO] = None
-        self.addr = ""
+        # The replicas' events, from the cluster's reader threads to the main loop: (when, process, event;
+        # None at the end of the process's output).
+        self.events: "queue.Queue[tuple[float, LocalProcess, Optional[dict[str, Any]]]]" = queue.Queue()
+        self.cluster = LocalCluster(token_via="env", env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                    on_event=lambda proc, ev: self.events.put(
+                                        (time.monotonic() if ev is None else ev["t"], proc, ev)))
         self.children: dict[str, Child] = {}
-        self.retired: list[Child] = []
         self.t0 = time.monotonic()
         self.t_go: Optional[float] = None
         self.commit_time: dict[int, float] = {}     # step -> when first reported (s since the go)
@@ -315,7 +304,7 @@ class Supervisor:
                 f"aborts {len(self.aborts)}  retries {sum(self.retries.values())}  "
                 f"kills {len(self.kills)}/{self.args.kills}  train loss {loss}  "
                 f"replicas {states.count('training')} training, {states.count('healing')} healing, "
-                f"{sum(s in ('starting', 'ready', 'killed', 'exited') for s in states)} down"
+                f"{sum(s in ('starting', 'killed', 'exited') for s in states)} down"
                 + (f", {states.count('done')} done" if 'done' in states else ""))
         if self.tty:
             self._clear_live()
@@ -327,112 +316,54 @@ class Supervisor:
 
     # --- processes --------------------------------------------------------
 
-    def start_coordinator(self) -> None:
-        addr_file = self.tmpdir / "coordinator.addr"
-        self.coord_log = open(self.tmpdir / "coordinator.log", "w")
-        cmd = [sys.executable, "-m", "pymcoll", "ftar-coordinator", "--bind", "127.0.0.1:0",
-               "--addr-file", str(addr_file), "--min-replicas", str(max(1, self.args.replicas - 1))]
-        # cwd: the temporary directory, so that "-m pymcoll" finds the installed package, not a source tree.
-        # preexec_fn runs before any thread of this supervisor exists (the readers start with the replicas).
-        self.coordinator = subprocess.Popen(cmd, env=self.env, cwd=self.tmpdir, stdin=subprocess.DEVNULL,
-                                            stdout=self.coord_log, stderr=subprocess.STDOUT,
-                                            start_new_session=True, preexec_fn=_die_with_parent())
-        end = time.monotonic() + 30
-        while not addr_file.exists():
-            if self.coordinator.poll() is not None or time.monotonic() > end:
-                raise RuntimeError("the coordinator did not start:\n" + _tail(self.tmpdir / "coordinator.log"))
-            time.sleep(0.02)
-        self.addr = addr_file.read_text().strip()
-
-    def spawn(self, index: int, wait_go: bool) -> Child:
-        rid = f"r{index}"
-        old = self.children.get(rid)
-        incarnation = old.incarnation + 1 if old else 0
-        if old:
-            self.retired.append(old)
-        log_path = self.tmpdir / f"{rid}.{incarnation}.log"
+    def replica_argv(self, index: int) -> list[str]:
+        """This script in replica mode, as replica `index`."""
         a = self.args
-        cmd = [sys.executable, os.path.abspath(__file__), "--replica", str(index), "--coordinator", self.addr,
-               "--steps", str(a.steps), "--seed", str(a.seed), "--compute-ms", str(a.compute_ms),
-               "--op-timeout", str(a.op_timeout)]
-        if wait_go:
-            cmd.append("--wait-go")
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, env=self.env, cwd=self.tmpdir, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True)
-        child = Child(rid, index, incarnation, proc, log_path, time.monotonic())
-        t = threading.Thread(target=self._read, args=(child,), name=f"read-{rid}", daemon=True)
-        t.start()
-        child.threads.append(t)
-        self.children[rid] = child
-        return child
+        return [sys.executable, os.path.abspath(__file__), "--replica", str(index), "--coordinator",
+                self.cluster.address, "--steps", str(a.steps), "--seed", str(a.seed), "--compute-ms",
+                str(a.compute_ms), "--op-timeout", str(a.op_timeout)]
 
-    def _read(self, child: Child) -> None:
-        assert child.proc.stdout is not None
-        for line in child.proc.stdout:
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                ev = {"ev": "text", "text": line.rstrip()}
-            self.events.put((time.monotonic(), child.rid, child.incarnation, ev))
-        self.events.put((time.monotonic(), child.rid, child.incarnation, None))
-
-    def kill(self, child: Child) -> None:
-        if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGKILL)
-        child.proc.wait(10)
-        child.state = "killed"
-
-    def cleanup(self) -> None:
-        """Stop every process this supervisor started (replicas first, then the coordinator)."""
-        procs = [c.proc for c in list(self.children.values()) + self.retired]
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        if self.coordinator is not None and self.coordinator.poll() is None:
-            self.coordinator.terminate()
-        for p in procs + ([self.coordinator] if self.coordinator else []):
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
-            for f in (p.stdin, p.stdout):
-                if f is not None:
-                    try:
-                        f.close()
-                    except OSError:
-                        pass
-        if self.coord_log is not None:
-            self.coord_log.close()
-        self.tmp.cleanup()
+    def start(self) -> None:
+        """The coordinator, then the replicas; their first step starts once every one is connected."""
+        a = self.args
+        self.cluster.start_coordinator(min_replicas=max(1, a.replicas - 1))
+        if not a.quiet:
+            print(f"coordinator on {self.cluster.address}; starting {a.replicas} replicas "
+                  f"(steps {a.steps}, kill every {a.kill_every:g} s, {a.kills} kills, restart after "
+                  f"{a.restart_delay:g} s)", flush=True)
+        procs = self.cluster.start_together([(f"r{i}", self.replica_argv(i)) for i in range(a.replicas)],
+                                            timeout=120)
+        self.t_go = time.monotonic()
+        for i, proc in enumerate(procs):
+            self.children[proc.name] = Child(proc.name, i, proc, state="training")
+        self.say("go: all replicas are connected")
 
     # --- events -----------------------------------------------------------
 
-    def handle(self, when: float, rid: str, incarnation: int, ev: Optional[dict[str, Any]]) -> None:
+    def handle(self, when: float, proc: LocalProcess, ev: Optional[dict[str, Any]]) -> None:
+        rid = proc.name
         child = self.children.get(rid)
-        if child is None or child.incarnation != incarnation:
+        if child is None or child.proc is not proc:
             return  # a killed incarnation's last lines
         t = when - (self.t_go if self.t_go is not None else self.t0)
         if ev is None:  # end of its output
-            code = child.proc.wait(10)
+            code = proc.wait(10)
             if child.state not in ("done", "killed"):
                 child.state = "exited"
-                self.problems.append(f"{rid} exited unexpectedly (status {code}):\n{_tail(child.log_path)}")
+                self.problems.append(f"{rid} exited unexpectedly (status {code}):\n{proc.recent_stderr(20)}")
                 self.say(f"{rid} exited unexpectedly with status {code}")
             return
         kind = ev.get("ev")
         if kind == "ready":
-            child.state = "ready"
             child.ready_at = when
             if self.initial_loss is None:
                 self.initial_loss = ev.get("eval_loss")
-            if incarnation > 0:
+            if proc.incarnation > 0:
                 child.state = "healing"
-                self.say(f"restarted {rid} is up ({when - child.spawned:.1f} s to start)")
+                self.say(f"restarted {rid} is up ({when - proc.started_at:.1f} s to start)")
         elif kind == "commit":
             step = ev["step"]
-            if child.state in ("ready", "training") or (child.state == "healing" and ev.get("hash")):
+            if child.state == "training" or (child.state == "healing" and ev.get("hash")):
                 child.state = "training"
             if step not in self.commit_time:
                 self.commit_time[step] = t
@@ -522,7 +453,8 @@ class Supervisor:
             return
         step = max(self.commit_time)
         left_s = (a.steps - step - 1) * max(self.median_step(), 1e-3)
-        start_s = max((c.ready_at - c.spawned for c in self.children.values() if c.ready_at), default=2.0)
+        start_s = max((c.ready_at - c.proc.started_at for c in self.children.values() if c.ready_at),
+                      default=2.0)
         if left_s < a.restart_delay + start_s + 2.0:
             self.say(f"kill {len(self.kills) + 1} and later skipped: about {left_s:.1f} s of training left, too "
                      f"little for the victim to restart and catch up")
@@ -533,7 +465,8 @@ class Supervisor:
         if victim is None:
             return  # nobody up to date to kill right now; try again shortly
         kill = Kill(len(self.kills) + 1, victim.rid, t, step, last_commit_before=self.commit_time[step])
-        self.kill(victim)
+        self.cluster.kill(victim.rid)
+        victim.state = "killed"
         self.kills.append(kill)
         self.restarts.append((t + a.restart_delay, victim.rid))
         self.say(f"kill {kill.number}: SIGKILL {victim.rid} (pid {victim.proc.pid}) after step {step}")
@@ -547,8 +480,8 @@ class Supervisor:
                 if self.finishing():
                     self.say(f"{rid} not restarted: the group has finished")
                     continue
-                child = self.spawn(int(rid[1:]), wait_go=False)
-                child.state = "starting"
+                old = self.children[rid]
+                child = self.children[rid] = Child(rid, old.index, self.cluster.restart(rid))
                 for k in reversed(self.kills):
                     if k.victim == rid:
                         k.restarted = t
@@ -563,13 +496,11 @@ class Supervisor:
 
     def run(self) -> int:
         a = self.args
-        self.start_coordinator()
-        if not a.quiet:
-            print(f"coordinator on {self.addr}; starting {a.replicas} replicas "
-                  f"(steps {a.steps}, kill every {a.kill_every:g} s, {a.kills} kills, restart after "
-                  f"{a.restart_delay:g} s)", flush=True)
-        for i in range(a.replicas):
-            self.spawn(i, wait_go=True)
+        try:
+            self.start()
+        except LocalClusterError as exc:
+            self.problems.append(f"the replicas did not all start: {exc}")
+            return self.summary()
         deadline = time.monotonic() + a.timeout
         end_wait: Optional[float] = None
         while True:
@@ -586,22 +517,6 @@ class Supervisor:
                     item = self.events.get_nowait()
                 except queue.Empty:
                     item = None
-            if self.t_go is None:
-                if all(c.state == "ready" for c in self.children.values()):
-                    time.sleep(0.3)  # their control threads have connected by now
-                    for c in self.children.values():
-                        assert c.proc.stdin is not None
-                        c.proc.stdin.write("go\n")
-                        c.proc.stdin.flush()
-                        c.state = "training"
-                    self.t_go = time.monotonic()
-                    self.say("go: all replicas are connected")
-                elif any(c.state == "exited" for c in self.children.values()):
-                    break
-                elif time.monotonic() - self.t0 > 120:
-                    self.problems.append("the replicas were not all ready within 120 s")
-                    break
-                continue
             self.maybe_kill()
             self.maybe_restart()
             self.progress()
@@ -705,26 +620,6 @@ class Supervisor:
         return 0 if ok else 1
 
 
-def _die_with_parent() -> Any:
-    """A preexec_fn that has Linux kill the child when this process dies (a best effort; None elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-    except OSError:
-        return ""
-
-
 def _positive(kind: type, name: str, allow_zero: bool = False) -> Any:
     def parse(text: str) -> Any:
         try:
@@ -760,7 +655,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="print only the summary")
     ap.add_argument("--replica", type=int, default=None, help=argparse.SUPPRESS)       # internal: replica mode
     ap.add_argument("--coordinator", default="", help=argparse.SUPPRESS)              # internal
-    ap.add_argument("--wait-go", action="store_true", help=argparse.SUPPRESS)         # internal
+    ap.add_argument("--start-file", default="", help=argparse.SUPPRESS)              # internal: the go
     args = ap.parse_args(argv)
 
     if args.replica is not None:
@@ -791,7 +686,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
-        sup.cleanup()
+        sup.cluster.close()
 
 
 if __name__ == "__main__":

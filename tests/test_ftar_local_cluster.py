@@ -211,7 +211,7 @@ def test_processes_die_with_the_harness_and_at_their_time_limit(tmp_path: Path, 
     # A harness process that starts a replica and dies without closing its cluster.
     script = ("import json, sys, os\n"
               "from pymcoll.ftar.local_cluster import LocalCluster\n"
-              "c = LocalCluster()\n"
+              f"c = LocalCluster({str(tmp_path)!r})\n"
               f"p = c.start('r0', {program!r})\n"
               "p.wait_for(lambda e: e['ev'] == 'ready', 30)\n"
               "print(p.pid, flush=True)\n"
