@@ -11,12 +11,8 @@ import os
 import sys
 from typing import Any
 
-import docutils.frontend
-import docutils.parsers.rst
-import docutils.utils
 from sphinx import addnodes
 from sphinx.transforms import SphinxTransform
-from sphinx.util import logging
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The checkout's pymcoll/ has no compiled core and no algorithms/ inside it: autodoc must import
@@ -28,7 +24,10 @@ author = "the pymcoll authors"
 copyright = "the pymcoll authors"
 release = version = "0.1.0"
 
-extensions = ["myst_parser", "sphinx.ext.autodoc"]
+# napoleon reads the docstrings' "Args:" / "Returns:" / "Raises:" sections (written for help() first).
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]
@@ -44,44 +43,6 @@ autodoc_inherit_docstrings = False  # torch's base-class docstrings are torch's,
 html_theme = "alabaster"
 html_title = "pymcoll"
 html_static_path: list[str] = []
-
-_log = logging.getLogger(__name__)
-_verbatim: list[str] = []
-
-
-def _rest_problems(text: str, env: Any) -> bool:
-    """Whether `text` gives docutils warnings when parsed as reStructuredText."""
-    try:
-        settings = docutils.frontend.get_default_settings(docutils.parsers.rst.Parser)
-    except AttributeError:  # docutils < 0.19
-        settings = docutils.frontend.OptionParser(components=(docutils.parsers.rst.Parser,)).get_default_values()
-    settings.report_level = 5  # nothing printed; the messages are counted below
-    settings.halt_level = 5
-    settings.env = env  # Sphinx's roles (:class:, :func:, ...) look at the build environment
-    document = docutils.utils.new_document("<docstring>", settings)
-    messages: list[Any] = []
-    document.reporter.attach_observer(lambda msg: messages.append(msg))
-    docutils.parsers.rst.Parser().parse(text, document)
-    return any(m["level"] >= 2 for m in messages)
-
-
-def _docstring_as_written(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
-    """Shows a docstring that is not valid reStructuredText verbatim instead of failing the -W build.
-
-    Docstrings are written for ``help()`` first; most are also valid reST and render as such.
-    The others are listed at the end of the build, so that their authors can fix them.
-    """
-    if not lines or not _rest_problems("\n".join(lines), app.env):
-        return
-    _verbatim.append(name)
-    body = ["    " + line if line.strip() else "" for line in lines]
-    lines[:] = ["::", ""] + body + [""]
-
-
-def _report_verbatim(app: Any, exception: Any) -> None:
-    if exception is None and _verbatim:
-        _log.info("docstrings shown verbatim (not valid reStructuredText): %s", ", ".join(sorted(set(_verbatim))))
-
 
 class RepositoryFileLinks(SphinxTransform):
     """Links from a page to a Markdown file of the repository outside docs/ (the README, the
@@ -109,5 +70,3 @@ class RepositoryFileLinks(SphinxTransform):
 
 def setup(app: Any) -> None:
     app.add_transform(RepositoryFileLinks)
-    app.connect("autodoc-process-docstring", _docstring_as_written)
-    app.connect("build-finished", _report_verbatim)

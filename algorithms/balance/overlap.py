@@ -100,7 +100,7 @@ class ProgressThread:
                 self.busy_s += time.perf_counter() - t0
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """Queues fn(*args); its result (or exception) arrives in the returned future."""
+        """Queues ``fn(*args)``; its result (or exception) arrives in the returned future."""
         if not self._thread.is_alive():
             raise RuntimeError("ProgressThread.submit: the thread was closed")
         fut: Future = Future()

@@ -75,18 +75,21 @@ class CompressorStats:
 class ExchangeCompressor(BlockCodec):
     """Lossy, error-bounded block codec for the pooled-embedding exchange.
 
-    bound: an :class:`~.adaptive.AdaptiveBound` (default: the paper's levels
-      and a 2x multiplier decaying to 1x over 1000 iterations).
-    backward: also compress the gradients (with the same bound).
-    link_gbps: the link's bandwidth for the bypass model (None: the
-      exchange's emulated link, else always compress).
-    bypass: False compresses every block whatever the link.
-    stage: the codec stage ("auto", "packed", "huffman", "exact"); None:
-      "packed" on links of at least `packed_above_gbps`, else "auto".
-    probe_every: the most iterations between measurements of a table.
-    calibrate: measure the codec's speed once at construction.
-    margin: the least share of a table's raw transfer time the model must
-      save for its blocks to be compressed (0 <= margin < 1).
+    Args:
+        bound: an :class:`~.adaptive.AdaptiveBound` (default: the paper's levels
+            and a 2x multiplier decaying to 1x over 1000 iterations).
+        backward: also compress the gradients (with the same bound).
+        link_gbps: the link's bandwidth for the bypass model (None: the
+            exchange's emulated link, else always compress).
+        bypass: False compresses every block whatever the link.
+        stage: the codec stage ("auto", "packed", "huffman", "exact"); None:
+            "packed" on links of at least ``packed_above_gbps``, else "auto".
+        probe_every: the most iterations between measurements of a table.
+        calibrate: measure the codec's speed once at construction.
+        packed_above_gbps: the link speed from which codes are packed at a fixed
+            width instead of Huffman coded (when ``stage`` is None).
+        margin: the least share of a table's raw transfer time the model must
+            save for its blocks to be compressed (0 <= margin < 1).
     """
 
     name = "error-bounded"

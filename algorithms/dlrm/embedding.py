@@ -60,20 +60,26 @@ class ShardedEmbeddingBagCollection(torch.nn.Module):
     """Embedding bags of `table_sizes` rows x `dim` columns, one per sparse
     feature, sharded over the ranks of `transport` by `plan`.
 
-    Arguments (the same on every rank):
-      table_sizes: rows per table.
-      dim: embedding dimension.
-      transport: a :class:`~.transport.Transport`, or a pymcoll/mpi4py
-        communicator (wrapped in :class:`~.transport.PymcollTransport`);
-        None: MPI.COMM_WORLD.
-      plan: a :class:`~.planner.ShardingPlan`; default ``plan_tables(table_sizes,
-        dim, world, kinds=kinds)``.
-      kinds: "auto", "table", "row", "column" or one per table (when no plan).
-      pooling: "sum" or "mean".
-      optimizer: "sgd" or "rowwise_adagrad"; lr, eps: its settings.
-      seed: the seed of the initial rows (see :func:`~.tables.initial_rows`).
-      codec: the pooled exchange's block codec, a :class:`~.block_codec.BlockCodec` (None: floats as they are).
-      link_gbps, link_latency_us: emulated link per rank (None: no limit).
+    The arguments are the same on every rank.
+
+    Args:
+        table_sizes: rows per table.
+        dim: embedding dimension.
+        transport: a :class:`~.transport.Transport`, or a pymcoll/mpi4py
+            communicator (wrapped in :class:`~.transport.PymcollTransport`);
+            None: MPI.COMM_WORLD.
+        plan: a :class:`~.planner.ShardingPlan`; default
+            ``plan_tables(table_sizes, dim, world, kinds=kinds)``.
+        kinds: "auto", "table", "row", "column" or one per table (when no plan).
+        pooling: "sum" or "mean".
+        optimizer: "sgd" or "rowwise_adagrad".
+        lr: the optimizer's learning rate.
+        eps: the optimizer's epsilon.
+        seed: the seed of the initial rows (see :func:`~.tables.initial_rows`).
+        codec: the pooled exchange's block codec, a :class:`~.block_codec.BlockCodec`
+            (None: floats as they are).
+        link_gbps: emulated link bandwidth per rank (None: no limit).
+        link_latency_us: emulated link latency per rank (None: none).
     """
 
     def __init__(self, table_sizes: Sequence[int], dim: int, transport: Any = None, *,

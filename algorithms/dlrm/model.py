@@ -47,10 +47,13 @@ def dot_interaction(bottom: torch.Tensor, embedded: torch.Tensor) -> torch.Tenso
 class DLRM(torch.nn.Module):
     """DLRM with dot interaction.
 
-    embeddings: the sparse part (its ``dim`` and ``num_features`` are read).
-    bottom: hidden sizes of the bottom MLP; its output size is the embedding
-      dimension. top: hidden sizes of the top MLP (the output, 1, is added).
-    seed: the MLPs' initial weights, the same on every rank.
+    Args:
+        embeddings: the sparse part (its ``dim`` and ``num_features`` are read).
+        dense_features: the number of dense inputs per sample.
+        bottom: hidden sizes of the bottom MLP; its output size is the embedding
+            dimension.
+        top: hidden sizes of the top MLP (the output, 1, is added).
+        seed: the MLPs' initial weights, the same on every rank.
     """
 
     def __init__(self, embeddings: torch.nn.Module, *, dense_features: int = NUM_DENSE,
