@@ -45,18 +45,14 @@ import argparse
 import json
 import os
 import platform
-import secrets
-import select
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+from pymcoll.ftar.local_cluster import LocalCluster, LocalClusterError, LocalProcess
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -125,151 +121,19 @@ def metadata(extra: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- processes
 
 
-class Proc:
-    """A subprocess (started through the worker's guard) with its JSON events collected."""
-
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], cwd: str, limit_s: float,
-                 stderr_path: Optional[str], stdout_events: bool = True, stderr_inherit: bool = False) -> None:
-        self.name = name
-        self.events: list[dict[str, Any]] = []
-        self.text: list[str] = []
-        self.cond = threading.Condition()
-        self.stderr_path = stderr_path
-        full = [sys.executable, str(WORKER), "guard", "--parent", str(os.getpid()), "--limit", str(int(limit_s)),
-                "--", *cmd]
-        stdout = subprocess.PIPE if stdout_events else subprocess.DEVNULL
-        if stderr_inherit or not stderr_path:
-            err = None if stderr_inherit else subprocess.DEVNULL
-            self.p = subprocess.Popen(full, cwd=cwd, env=env, stdout=stdout, stderr=err, text=True, bufsize=1)
-        else:
-            with open(stderr_path, "w", encoding="utf-8") as f:
-                self.p = subprocess.Popen(full, cwd=cwd, env=env, stdout=stdout, stderr=f, text=True, bufsize=1)
-        self.exit_seen: Optional[float] = None
-        self._threads = []
-        if stdout_events:
-            self._threads.append(threading.Thread(target=self._read, daemon=True))
-        for t in self._threads:
-            t.start()
-
-    def _read(self) -> None:
-        assert self.p.stdout is not None
-        for line in self.p.stdout:
-            if line.startswith("RESULT "):
-                ev = {"ev": "result", "data": json.loads(line[7:])}
-            else:
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    ev = {"ev": "text", "text": line.rstrip()}
-            with self.cond:
-                self.events.append(ev)
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def watch_exit(self) -> None:
-        """Records when the process exits (pidfd), in a thread."""
-        def run() -> None:
-            try:
-                fd = os.pidfd_open(self.p.pid)
-            except (AttributeError, OSError):
-                return
-            try:
-                poller = select.poll()
-                poller.register(fd, select.POLLIN)
-                while not poller.poll(1000):
-                    pass
-                self.exit_seen = time.monotonic()
-            finally:
-                os.close(fd)
-        threading.Thread(target=run, daemon=True).start()
-
-    def wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
-        end = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for ev in self.events:
-                    if pred(ev):
-                        return ev
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise RuntimeError(f"{self.name}: no {what} within {timeout:.0f} s\n{self.tail()}")
-                if self.p.poll() is not None and not any(t.is_alive() for t in self._threads):
-                    raise RuntimeError(f"{self.name} exited ({self.p.returncode}) before {what}\n{self.tail()}")
-                self.cond.wait(min(left, 0.2))
-
-    def select(self, ev: str) -> list[dict[str, Any]]:
-        with self.cond:
-            return [e for e in self.events if e.get("ev") == ev]
-
-    def tail(self, n: int = 30) -> str:
-        text = ""
-        if self.stderr_path and os.path.exists(self.stderr_path):
-            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-                text = "".join(f.readlines()[-n:])
-        return f"--- {self.name} (rc {self.p.poll()}), last stderr lines:\n{text}"
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            try:
-                os.kill(self.p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        for t in self._threads:
-            t.join(2)
+def session(limit_s: float) -> LocalCluster:
+    """A LocalCluster for one launch: every process has the hard time limit `limit_s` and dies with this script."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMCOLL_")}
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    env["OMP_NUM_THREADS"] = "1"
+    env.pop("PYTHONPATH", None)  # the installed pymcoll, never the source tree's
+    return LocalCluster(env=env, time_limit_s=max(1.0, limit_s))
 
 
-class Session:
-    """A temporary directory, a job token and every process started; all killed on close."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.tmp = tempfile.mkdtemp(prefix="bench-ftar-")
-        self.limit_s = limit_s
-        self.procs: list[Proc] = []
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PYMCOLL_")}
-        self.env["PYMCOLL_FTAR_TOKEN"] = secrets.token_hex(16)
-        self.env["GLOO_SOCKET_IFNAME"] = "lo"
-        self.env["OMP_NUM_THREADS"] = "1"
-        self.env.pop("PYTHONPATH", None)  # the installed pymcoll, never the source tree's
-        self.counter = 0
-
-    def spawn(self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None, **kw: Any) -> Proc:
-        self.counter += 1
-        e = dict(self.env)
-        e.update(env or {})
-        p = Proc(name, cmd, e, self.tmp, self.limit_s, os.path.join(self.tmp, f"{self.counter:03d}-{name}.log"), **kw)
-        self.procs.append(p)
-        return p
-
-    def coordinator(self, name: str, min_replicas: int, heartbeat_ms: int = 100, evict_ms: int = 2000,
-                    join_timeout_ms: int = 1000) -> str:
-        addr_file = os.path.join(self.tmp, f"{name}.addr")
-        cmd = [sys.executable, "-m", "pymcoll", "ftar-coordinator", "--bind", "127.0.0.1:0", "--addr-file",
-               addr_file, "--min-replicas", str(min_replicas), "--heartbeat-ms", str(heartbeat_ms),
-               "--evict-ms", str(evict_ms), "--join-timeout-ms", str(join_timeout_ms)]
-        proc = self.spawn(name, cmd, stdout_events=False)
-        end = time.monotonic() + 30
-        while not os.path.exists(addr_file):
-            if time.monotonic() > end or proc.p.poll() is not None:
-                raise RuntimeError(f"the coordinator {name} did not start\n{proc.tail()}")
-            time.sleep(0.02)
-        return Path(addr_file).read_text().strip()
-
-    def close(self) -> None:
-        for p in reversed(self.procs):
-            p.kill()
-        self.procs.clear()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def __enter__(self) -> "Session":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def coordinator(s: LocalCluster, name: str, min_replicas: int) -> str:
+    """Start a coordinator (heartbeat 100 ms, evict 2000 ms, join timeout 1000 ms); its address."""
+    return s.start_coordinator(name=name, min_replicas=min_replicas, heartbeat_ms=100, evict_ms=2000,
+                               join_timeout_ms=1000).address
 
 
 def median(xs: list[float]) -> Optional[float]:
@@ -288,7 +152,7 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def run_bandwidth_launch(args: argparse.Namespace, n: int, sizes: list[int], mac_sizes: list[int]) -> dict[str, Any]:
-    with Session(args.timeout) as s:
+    with session(args.timeout) as s:
         coords = []
         for k in args.streams:
             coords.append((f"ftar_s{k}", k, False))
@@ -296,23 +160,23 @@ def run_bandwidth_launch(args: argparse.Namespace, n: int, sizes: list[int], mac
             coords.append((f"ftar_s{args.streams[0]}_mac", args.streams[0], True))
         specs = []
         for name, k, integ in coords:
-            addr = s.coordinator(f"coord-{name}", min_replicas=n)
+            addr = coordinator(s, f"coord-{name}", n)
             specs += ["--coord", f"{name}={k}:{int(integ)}:{addr}"]
-        store = os.path.join(s.tmp, "gloo-store")
+        store = str(s.directory / "gloo-store")
         common = ["--members", str(n), "--store", store, *specs, "--sizes", ",".join(map(str, sizes)),
                   "--mac-sizes", ",".join(map(str, mac_sizes)), "--blocks", str(args.blocks),
                   "--target-ms", str(args.target_ms), "--chunk-bytes", str(args.chunk_bytes),
                   "--tcp-bytes", str(args.tcp_bytes), "--iters", str(args.iters or 0)]
-        workers = [s.spawn(f"bw-{r}", [sys.executable, str(WORKER), "bw", "--rank", str(r), *common],
-                           stderr_inherit=(r == 0)) for r in range(n)]
+        workers = [s.start(f"bw-{r}", [sys.executable, str(WORKER), "bw", "--rank", str(r), *common],
+                           stderr="inherit" if r == 0 else "file") for r in range(n)]
         try:
-            res = workers[0].wait_event(lambda e: e["ev"] == "result", args.timeout, "result")
-        except RuntimeError as exc:  # rank 0's stderr went to ours; show the others'
-            raise RuntimeError(f"{exc}\n" + "\n".join(w.tail() for w in workers[1:])) from None
+            res = workers[0].wait_for(lambda e: e["ev"] == "result", args.timeout, "result")
+        except LocalClusterError as exc:  # rank 0's stderr went to ours; show the others'
+            raise LocalClusterError(f"{exc}\n" + "\n".join(w.report() for w in workers[1:])) from None
         for w in workers:
             try:
-                w.p.wait(30)
-            except subprocess.TimeoutExpired:
+                w.wait(30)
+            except LocalClusterError:
                 pass
         return res["data"]
 
@@ -480,45 +344,39 @@ def replica_cmd(addr: str, rid: str, number: int, extra: list[str]) -> list[str]
             *extra]
 
 
-def start_together(s: Session, addr: str, n: int, extra: list[str], env_of: Callable[[int], dict[str, str]],
-                   prefix: str, extra_of: Callable[[int], list[str]] = lambda i: []) -> list[Proc]:
-    go = os.path.join(s.tmp, f"go-{prefix}")
-    procs = [s.spawn(f"{prefix}{i}", replica_cmd(addr, f"{prefix}{i}", i, [*extra, *extra_of(i), "--start-file", go]),
-                     env=env_of(i)) for i in range(n)]
-    for p in procs:
-        p.wait_event(lambda e: e["ev"] == "ready", 60, "ready")
-    time.sleep(0.3)  # their control threads have joined the coordinator by now
-    Path(go).touch()
-    return procs
+def start_together(s: LocalCluster, addr: str, n: int, extra: list[str], env_of: Callable[[int], dict[str, str]],
+                   prefix: str, extra_of: Callable[[int], list[str]] = lambda i: []) -> list[LocalProcess]:
+    """Replicas prefix0..prefix{n-1} that take their first step together (the worker's --start-file)."""
+    return s.start_together([(f"{prefix}{i}", replica_cmd(addr, f"{prefix}{i}", i, [*extra, *extra_of(i)]), env_of(i))
+                             for i in range(n)])
 
 
 def stall_rep(args: argparse.Namespace, rep: int) -> dict[str, Any]:
     n, k = args.members, args.kill_step
-    with Session(args.timeout) as s:
-        addr = s.coordinator("coord", min_replicas=n - 1)
+    with session(args.timeout) as s:
+        addr = coordinator(s, "coord", n - 1)
         victim = n - 1
         extra = ["--grad-bytes", str(args.grad_bytes), "--compute-ms", str(args.compute_ms), "--steps",
                  str(k + args.after_steps), "--timeout", "20"]
         procs = start_together(s, addr, n, extra,
                                lambda i: {"PYMCOLL_FTAR_FAULT": f"{args.point}:kill@{k}"} if i == victim else {},
                                prefix="r")
-        procs[victim].watch_exit()
         survivors = [p for i, p in enumerate(procs) if i != victim]
         for p in survivors:
-            p.wait_event(lambda e: e["ev"] == "done", args.timeout, "done")
+            p.wait_for(lambda e: e["ev"] == "done", args.timeout, "done")
         vp = procs[victim]
-        vp.p.wait(10)
-        starts = [e for e in vp.select("ar_start") if e["step"] == k]
+        vp.wait(10)
+        starts = [e for e in vp.events_of("ar_start") if e["step"] == k]
         if not starts:
-            raise RuntimeError(f"the victim never started the allreduce of step {k}\n{vp.tail()}")
+            raise RuntimeError(f"the victim never started the allreduce of step {k}\n{vp.report()}")
         t_fault = starts[-1]["t"]
         per = []
         for p in survivors:
-            steps = p.select("step")
-            fails = [e for e in p.select("attempt") if e["step"] == k]
+            steps = p.events_of("step")
+            fails = [e for e in p.events_of("attempt") if e["step"] == k]
             ok = [e for e in steps if e["step"] == k]
             if not fails or not ok:
-                raise RuntimeError(f"{p.name}: no failed attempt and retry at step {k}\n{p.tail()}")
+                raise RuntimeError(f"{p.name}: no failed attempt and retry at step {k}\n{p.report()}")
             normal = [e["t"] - e["t_bs"] for e in steps if 1 <= e["step"] < k]
             normal_comm = [e["t"] - e["t_ar"] for e in steps if 1 <= e["step"] < k]
             per.append({"name": p.name, "t_ar_failed": fails[0]["t_ar"], "t_detect": fails[0]["t"],
@@ -527,12 +385,12 @@ def stall_rep(args: argparse.Namespace, rep: int) -> dict[str, Any]:
                         "retry_epoch": ok[0]["epoch"], "retry_n_contrib": ok[0]["n_contrib"],
                         "normal_step_ms": median(normal) * 1e3 if normal else None,
                         "normal_allreduce_commit_ms": median(normal_comm) * 1e3 if normal_comm else None,
-                        "hash": p.select("done")[-1]["hash"]})
+                        "hash": p.events_of("done")[-1]["hash"]})
         t_detect = max(x["t_detect"] for x in per)
         t_reform = max(x["t_reform"] for x in per)
         t_done = max(x["t_done"] for x in per)
         rec = {"rep": rep, "members": n, "kill_step": k, "point": args.point,
-               "victim_exit_after_fault_ms": (vp.exit_seen - t_fault) * 1e3 if vp.exit_seen else None,
+               "victim_exit_after_fault_ms": (vp.exited_at - t_fault) * 1e3 if vp.exited_at else None,
                "survivors_start_after_fault_ms": (max(x["t_ar_failed"] for x in per) - t_fault) * 1e3,
                "detection_ms": (t_detect - t_fault) * 1e3, "reform_ms": (t_reform - t_detect) * 1e3,
                "redo_ms": (t_done - t_reform) * 1e3, "total_ms": (t_done - t_fault) * 1e3,
@@ -611,20 +469,20 @@ def cmd_catchup(args: argparse.Namespace) -> int:
         meta["compute_iters"] = cpu_iters
         meta["compute_note"] = (f"{cpu_iters} products of a 160x160 float32 matrix per step, {args.compute_ms:g} ms "
                                 f"when run alone; {n} replicas share {os.cpu_count()} cores")
-    with Session(args.timeout) as s:
-        addr = s.coordinator("coord", min_replicas=n - 1)
+    with session(args.timeout) as s:
+        addr = coordinator(s, "coord", n - 1)
         extra = ["--grad-bytes", str(args.grad_bytes), "--state-bytes", str(args.state_bytes),
                  "--compute-iters", str(cpu_iters), "--compute",
                  args.compute, "--compute-ms", str(args.compute_ms), "--timeout", "30", "--publish", args.publish,
-                 "--stop-file", os.path.join(s.tmp, "stop")]
+                 "--stop-file", str(s.directory / "stop")]
         procs = start_together(s, addr, n, extra, lambda i: {}, prefix="c", extra_of=lambda i: ["--calibrate"])
-        calib = [e for p in procs for e in p.select("calibration")]
+        calib = [e for p in procs for e in p.events_of("calibration")]
         healthy, victim_id = procs[:-1], f"c{n - 1}"
         victims = [procs[-1]]
         kills = []
 
-        def committed(p: Proc) -> int:
-            st = p.select("step")
+        def committed(p: LocalProcess) -> int:
+            st = p.events_of("step")
             return st[-1]["step"] if st else -1
 
         def wait_steps(count: int) -> None:
@@ -633,19 +491,18 @@ def cmd_catchup(args: argparse.Namespace) -> int:
             while any(committed(p) < base[p.name] + count for p in healthy):
                 if time.monotonic() > end:
                     raise RuntimeError("the healthy replicas stopped committing\n"
-                                       + "\n".join(p.tail() for p in healthy))
+                                       + "\n".join(p.report() for p in healthy))
                 time.sleep(0.02)
 
         wait_steps(args.normal_steps + 2)
         for cycle in range(args.cycles):
             v = victims[-1]
             t_kill = time.monotonic()
-            os.kill(v.p.pid, signal.SIGKILL)
-            v.p.wait(10)
-            new = s.spawn(f"{victim_id}-{cycle + 1}", replica_cmd(addr, victim_id, n - 1, extra))
+            v.kill()
+            new = s.start(f"{victim_id}-{cycle + 1}", replica_cmd(addr, victim_id, n - 1, extra))
             victims.append(new)
-            healed = new.wait_event(lambda e: e["ev"] == "healed", args.timeout, "healed")
-            fetched = [e for e in new.select("fetched") if e["ok"]]
+            healed = new.wait_for(lambda e: e["ev"] == "healed", args.timeout, "healed")
+            fetched = [e for e in new.events_of("fetched") if e["ok"]]
             kills.append({"cycle": cycle, "t_kill": t_kill, "t_healed": healed["t"], "load_ms": healed.get("load_ms"),
                           "fetch_ms": (fetched[-1]["t"] - fetched[-1]["t0"]) * 1e3 if fetched else None,
                           "healed_from_step": healed["from_step"], "replayed_to": healed["step"]})
@@ -653,9 +510,9 @@ def cmd_catchup(args: argparse.Namespace) -> int:
                 f"(fetch {kills[-1]['fetch_ms'] or 0:.0f} ms)")
             wait_steps(args.normal_steps)
         stop_at = max(committed(p) for p in healthy) + 3
-        Path(s.tmp, "stop.tmp").write_text(str(stop_at))
-        os.replace(os.path.join(s.tmp, "stop.tmp"), os.path.join(s.tmp, "stop"))
-        finals = [p.wait_event(lambda e: e["ev"] == "done", 60, "done") for p in healthy + [victims[-1]]]
+        (s.directory / "stop.tmp").write_text(str(stop_at))
+        os.replace(s.directory / "stop.tmp", s.directory / "stop")
+        finals = [p.wait_for(lambda e: e["ev"] == "done", 60, "done") for p in healthy + [victims[-1]]]
         for k, v in zip(kills, victims[1:], strict=True):  # the joiner's own view of its first steps
             k["joiner_events"] = [{f: (e[f] - k["t_kill"]) * 1e3 if f.startswith("t") and isinstance(e[f], float)
                                    else e[f] for f in e} for e in v.events if e.get("ev") != "ar_start"][:12]
@@ -665,9 +522,9 @@ def cmd_catchup(args: argparse.Namespace) -> int:
                                                      "after_healing": [], "degraded": [], "other": []}
         windows: list[dict[str, Any]] = []  # per healthy replica and catch-up: its healing steps + the one after
         for p in healthy:
-            failed_steps = {e["step"] for e in p.select("attempt")}
+            failed_steps = {e["step"] for e in p.events_of("attempt")}
             prev_epoch, in_window = None, None
-            for e in p.select("step"):
+            for e in p.events_of("step"):
                 d = {"replica": p.name, "step": e["step"], "ms": (e["t"] - e["t_bs"]) * 1e3,
                      "comm_ms": (e["t"] - e["t_ar"]) * 1e3, "begin_ms": (e["t_bs_end"] - e["t_bs"]) * 1e3,
                      "pub_ms": e["pub_ms"], "epoch": e["epoch"], "n": e["n"], "n_healing": e["n_healing"]}

@@ -1,12 +1,9 @@
-"""Processes started by perf/bench_ftar.py (not run by hand).
+"""Processes started by perf/bench_ftar.py (not run by hand), on a pymcoll.ftar LocalCluster.
 
-    guard   --parent PID --limit S -- CMD...   run CMD with a hard time limit that
-            also dies with the harness (PR_SET_PDEATHSIG and an alarm, both kept
-            across exec); every process of the benchmark starts through it
     bw      one worker of the bandwidth run: an FTAR member per configuration
             (streams, integrity) and a torch.distributed gloo process group in
             the same process, interleaved blocks per size, plus raw TCP
-            transfers between the workers; rank 0 prints "RESULT {json}"
+            transfers between the workers; rank 0 emits the "result" event
     replica one replica of a training-like loop on FTAR (stall and catch-up
             runs): begin_step, "compute", allreduce, commit, state snapshots
             for joiners; one JSON event per line on stdout
@@ -18,44 +15,14 @@ the host), so the harness can line up the events of different replicas.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import signal
 import socket
 import statistics
 import sys
 import threading
 import time
 from typing import Any, Callable, Optional
-
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int, limit_s: float) -> None:
-    """SIGKILL when the harness goes away; SIGALRM (fatal) after limit_s. Both survive exec."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the harness died before prctl
-        os._exit(137)
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.alarm(max(1, int(limit_s)))
-
-
-def guard_main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="ftar_bench_worker.py guard")
-    p.add_argument("--parent", type=int, required=True)
-    p.add_argument("--limit", type=float, required=True)
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
-    cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
-    if not cmd:
-        raise SystemExit("guard: no command")
-    _die_with_parent(a.parent, a.limit)
-    os.execvp(cmd[0], cmd)
 
 
 def emit(ev: str, **fields: Any) -> None:
@@ -362,9 +329,8 @@ def bw_main(argv: list[str]) -> None:
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
-        print("RESULT " + json.dumps({"members": n, "records": records, "tcp_rounds": tcp_rounds,
-                                      "tcp_bytes": a.tcp_bytes, "configs": [c[:3] for c in configs]}),
-              flush=True)
+        emit("result", data={"members": n, "records": records, "tcp_rounds": tcp_rounds,
+                             "tcp_bytes": a.tcp_bytes, "configs": [c[:3] for c in configs]})
 
 
 # ---------------------------------------------------------------- replica
@@ -565,10 +531,10 @@ def replica_main(argv: list[str]) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("guard", "bw", "replica"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("bw", "replica"):
         raise SystemExit(__doc__)
     mode, argv = sys.argv[1], sys.argv[2:]
-    {"guard": guard_main, "bw": bw_main, "replica": replica_main}[mode](argv)
+    {"bw": bw_main, "replica": replica_main}[mode](argv)
 
 
 if __name__ == "__main__":
