@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence, Union
 
 from .._ftar import ffi, lib
 from .address import parse_address, resolve_token
-from .member import FtarError
+from .member import FtarError, log_descriptor
 
 __all__ = ["Coordinator", "write_addr_file", "token_file_warning", "DEFAULT_HEARTBEAT_MS", "DEFAULT_EVICT_MS",
            "DEFAULT_JOIN_TIMEOUT_MS"]
@@ -85,12 +85,7 @@ class Coordinator:
         if evict_ms <= heartbeat_ms:
             raise ValueError(f"evict_ms ({evict_ms}) must be larger than heartbeat_ms ({heartbeat_ms}), "
                              f"e.g. 20 heartbeats")
-        if isinstance(log, bool):
-            log_fd = 2 if log else -1
-        elif isinstance(log, int) and log >= 0:
-            log_fd = log
-        else:
-            raise ValueError(f"log={log!r} must be True (stderr), False or a file descriptor >= 0")
+        log_fd = log_descriptor(log)
 
         cfg = ffi.new("pmc_ftar_coord_config *")
         bind_c = ffi.new("char[]", bind.encode("utf-8"))

@@ -135,6 +135,15 @@ def _check_int(value: Any, name: str, low: int, high: int, hint: str = "") -> in
     return value
 
 
+def log_descriptor(log: Union[bool, int]) -> int:
+    """The file descriptor of a ``log`` argument (a member's or coordinator's): True is stderr, False none (-1)."""
+    if isinstance(log, bool):
+        return 2 if log else -1
+    if isinstance(log, int) and log >= 0:
+        return log
+    raise ValueError(f"log={log!r} must be True (stderr), False or a file descriptor >= 0")
+
+
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".", 1)[0] == "torch"
 
@@ -193,12 +202,7 @@ class Member:
             fault = os.environ.get(FAULT_ENV, "") or None
         if fault is not None and (not isinstance(fault, str) or "\0" in fault):
             raise ValueError(f"fault={fault!r} must be a {FAULT_ENV} spec string or None")
-        if isinstance(log, bool):
-            log_fd = 2 if log else -1
-        elif isinstance(log, int) and log >= 0:
-            log_fd = log
-        else:
-            raise ValueError(f"log={log!r} must be True (stderr), False or a file descriptor >= 0")
+        log_fd = log_descriptor(log)
 
         # cffi objects the config points into: kept alive with the member.
         keep: list[Any] = []
