@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from typing import Any, Optional, Sequence
 
 from pymcoll.cli import bench
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perfutil import source_state  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -43,20 +45,6 @@ def default_stem(np_: int, node_size: Optional[int], colls: Sequence[str] = COLL
     if node_size:
         stem += f"_ns{node_size}"
     return stem
-
-
-def source_commit() -> dict[str, Any]:
-    """Short commit of the checkout this script sits in, and whether it has local changes."""
-    def git(*args: str) -> Optional[str]:
-        try:
-            out = subprocess.run(["git", "-C", HERE, *args], capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    commit = git("rev-parse", "--short", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"source_commit": commit, "source_dirty": bool(status) if status is not None else None}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -181,7 +169,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             comm, benchmark="perf/bench_allgather_bcast.py", colls=list(args.coll_list), sizes=sizes,
             iters=args.iters, warmup=args.warmup, blocks=args.blocks, root=0)
         if rank == 0:
-            header.update(source_commit())
+            header.update(source_state())
             print(bench.format_header(header), flush=True)
         records = bench.run_benchmark(comm, args.coll_list, sizes, iters=args.iters, warmup=args.warmup,
                                       blocks=args.blocks, root=0,

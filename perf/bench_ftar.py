@@ -46,13 +46,17 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from pymcoll.cli.bench import doubling_sizes
+from pymcoll.config import parse_bytes
 from pymcoll.ftar.local_cluster import LocalCluster, LocalClusterError, LocalProcess
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perfutil import run_record, source_state  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -65,9 +69,11 @@ def log(text: str) -> None:
 
 
 def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    value = int(t[:-1] if t[-1:] in "KMG" else t) * mult
+    """An argparse type: bytes from '4K', '64M' (powers of 1024), more than 0."""
+    try:
+        value = parse_bytes(text, "size")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"size {text!r} must be positive")
     return value
@@ -80,42 +86,20 @@ def fmt_size(n: int) -> str:
     return str(n)
 
 
-def pow2_sizes(lo: int, hi: int) -> list[int]:
-    out, s = [], lo
-    while s <= hi:
-        out.append(s)
-        s *= 2
-    return out
-
-
-def git(*args: str) -> Optional[str]:
-    try:
-        r = subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.strip() if r.returncode == 0 else None
-
-
 def metadata(extra: dict[str, Any]) -> dict[str, Any]:
-    """What was run: commit, date, cores, load, versions."""
-    import numpy
-
+    """What was run: perfutil's run record (date, commit, versions, cores, load), the checkout's
+    state, the installed build's commit and torch's version, then `extra`."""
     import pymcoll
 
     try:
         import torch
 
-        torch_version = torch.__version__
+        torch_version: Optional[str] = torch.__version__
     except ImportError:
         torch_version = None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "commit": git("rev-parse", "--short", "HEAD"),
-            "source_dirty": bool(status) if status is not None else None,
-            "installed_build_commit": getattr(pymcoll, "COMMIT", None), "host": platform.node(),
-            "cores": os.cpu_count(), "loadavg_before": list(os.getloadavg()), "python": platform.python_version(),
-            "numpy": numpy.__version__, "torch": torch_version, "transport": "TCP over loopback (127.0.0.1)"}
-    meta.update(extra)
-    return meta
+    return run_record(**source_state(), installed_build_commit=getattr(pymcoll, "COMMIT", None),
+                      host=platform.node(), loadavg_before=list(os.getloadavg()), torch=torch_version,
+                      transport="TCP over loopback (127.0.0.1)", **extra)
 
 
 # ---------------------------------------------------------------- processes
@@ -286,7 +270,7 @@ def plot_bandwidth(launches: list[dict[str, Any]], path: Path) -> bool:
 
 
 def cmd_bandwidth(args: argparse.Namespace) -> int:
-    sizes = pow2_sizes(args.min_bytes, args.max_bytes)
+    sizes = doubling_sizes(args.min_bytes, args.max_bytes)
     mac_sizes = [s for s in args.mac_sizes if args.min_bytes <= s <= args.max_bytes] if args.integrity else []
     meta = metadata({"benchmark": "ftar_bandwidth", "members": args.members, "sizes": sizes,
                      "integrity_sizes": mac_sizes, "streams": args.streams, "blocks": args.blocks,

@@ -18,14 +18,25 @@ from typing import Any, Callable, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 
 
+def _git(*args: str) -> Optional[str]:
+    """Output of a git command on the checkout these scripts sit in; None outside one."""
+    try:
+        out = subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 def commit() -> str:
     """The checkout's short commit hash, "unknown" outside a git checkout."""
-    try:
-        out = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
+    return _git("rev-parse", "--short", "HEAD") or "unknown"
+
+
+def source_state() -> dict[str, Any]:
+    """The checkout's short commit and whether tracked files have local changes (None: unknown)."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"source_commit": _git("rev-parse", "--short", "HEAD"),
+            "source_dirty": bool(status) if status is not None else None}
 
 
 def run_record(**fields: Any) -> dict[str, Any]:
