@@ -2,7 +2,7 @@
 
 Belady's optimum bounds what a cache can keep; these bound what a prefetcher
 can bring in. Both are handed knowledge no online prefetcher has, and both
-plug into :func:`~.simulate.simulate` as ``prefetcher=``:
+plug into :func:`~pymcoll.algorithms.tiered_cache.simulate.simulate` as ``prefetcher=``:
 
 * :class:`NextBatchOracle` is handed the trace: after batch i it brings in
   the rows batch i+1 looks up and batch i does not, at most `per_batch`

@@ -5,7 +5,7 @@ when a slot is needed; it never stores row data (the store and the
 simulator do). Times are lookup positions in the trace (0, 1, 2, ...).
 
 The interface, used by :class:`~.store.TieredEmbeddingStore` and
-:func:`~.simulate.simulate`:
+:func:`~pymcoll.algorithms.tiered_cache.simulate.simulate`:
 
 * ``reset(capacity)``: forget everything, for a fast tier of `capacity` rows;
 * ``hit(row, t)``: `row`, held, was looked up at time `t`;
