@@ -7,6 +7,10 @@ the model's closed form and the first-order accounting (1 - failure rate x cost 
     python -m pymcoll ftar-sim --gpus 16384 --replicas 8 --per-server-day 0.0064
     python -m pymcoll ftar-sim --mtbf-min 30 --weibull 0.7 --rack-fraction 0.1 --json out.json
     python -m pymcoll ftar-sim --plot ettr_scale.png    # ETTR against scale, 1K to 200K GPUs
+    python -m pymcoll ftar-sim --calibrate perf/results --model-gb 1000 --link-gbps 100 --restart-min 7
+
+With --calibrate, FT-HSDP's stall and catch-up come from FTAR runs measured on this machine
+(pymcoll.ftar.calibration), scaled to the job by stated rules; each input's source is printed.
 
 Times are in minutes. Failures during a recovery: a synchronous restart starts again; an
 FT-HSDP stall absorbs them (their replicas go out, the stall does not grow); a replica that
@@ -16,6 +20,7 @@ fails again while out restarts its recovery.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
@@ -72,16 +77,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sync.add_argument("--checkpoint-cost-min", type=_number(0, "--checkpoint-cost-min"), default=0.0,
                       help="minutes a checkpoint blocks training (both policies)")
     ft = parser.add_argument_group("FT-HSDP recovery")
-    ft.add_argument("--stall-min", type=_number(0, "--stall-min"), default=3.0,
+    ft.add_argument("--stall-min", type=_number(0, "--stall-min"), default=None,
                     help="minutes every replica stalls for the quorum change (default 3)")
-    ft.add_argument("--restart-min", type=_number(0, "--restart-min"), default=7.0,
-                    help="minutes until the failed replica runs again (default 7)")
-    ft.add_argument("--catchup-min", type=_number(0, "--catchup-min"), default=0.0,
+    ft.add_argument("--restart-min", type=_number(0, "--restart-min"), default=None,
+                    help="minutes until the failed replica runs again (default 7; with --calibrate: the "
+                         "restart measured there, which has no rescheduling in it)")
+    ft.add_argument("--catchup-min", type=_number(0, "--catchup-min"), default=None,
                     help="minutes until a restarted replica has caught up (default 0)")
     ft.add_argument("--spares", type=_number(0, "--spares", integer=True), default=0,
                     help="spare replicas ready to take a failed one's place")
     ft.add_argument("--spare-join-min", type=_number(0, "--spare-join-min"), default=None,
                     help="minutes until a spare counts (default: --catchup-min)")
+    cal = parser.add_argument_group("FT-HSDP recovery calibrated from measured FTAR runs")
+    cal.add_argument("--calibrate", metavar="DIR",
+                     help="derive the stall and the catch-up from the ftar_stall*.json and ftar_catchup*.json that "
+                          "perf/bench_ftar.py wrote in DIR (e.g. perf/results); prints where each input came from")
+    cal.add_argument("--model-gb", type=_number(0, "--model-gb", above=True),
+                     help="GB of a replica's state a restarted replica fetches (parameters and optimizer state; "
+                          "needed with --calibrate), split over the replica's servers")
+    cal.add_argument("--link-gbps", type=_number(0, "--link-gbps", above=True),
+                     help="each server's link, Gbit/s (default: the fetch rate measured in DIR)")
+    cal.add_argument("--evict-s", type=_number(0, "--evict-s", above=True),
+                     help="the coordinator's eviction deadline, seconds: the detection of a host that dies "
+                          "silently (default: that of the measured runs' coordinator)")
+    cal.add_argument("--process-failures", action="store_true",
+                     help="failures are crashing processes whose sockets close: detection as measured, not "
+                          "the eviction deadline")
+    ft.add_argument("--restart-drag", type=_number(0, "--restart-drag"), default=0.0,
+                    help="share of the others' throughput a restarting replica takes, while it restarts "
+                         "(default 0: replicas on hosts of their own)")
     run = parser.add_argument_group("the simulation")
     run.add_argument("--days", type=_number(0, "--days", above=True), default=1000.0,
                      help="simulated wall time (default 1000 days)")
@@ -91,11 +115,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                    "per-server rate) for both policies")
 
 
-def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
+    """The job, the failures, both policies and the calibration (None without --calibrate)."""
     from ..ftar import simulate as sim
 
+    calibrating = args.calibrate is not None
+    cal_only = [name for name, value in (("--model-gb", args.model_gb), ("--link-gbps", args.link_gbps),
+                                         ("--evict-s", args.evict_s), ("--process-failures", args.process_failures))
+                if value not in (None, False)]
+    if cal_only and not calibrating:
+        raise ValueError(f"{', '.join(cal_only)}: only with --calibrate DIR")
     if args.paper:
-        return sim.paper_inputs()
+        if calibrating:
+            raise ValueError("--paper takes the paper's inputs; --calibrate derives them: give one of the two")
+        return (*sim.paper_inputs(), None)
     job = sim.Job(gpus=args.gpus, gpus_per_server=args.gpus_per_server, replicas=args.replicas,
                   step_s=args.step_s, servers_per_rack=args.servers_per_rack)
     kind = {"distribution": "weibull", "weibull_shape": args.weibull} if args.weibull else {}
@@ -107,10 +140,29 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     ckpt = {"checkpoint_interval_s": args.checkpoint_interval_min * MIN,
             "checkpoint_cost_s": args.checkpoint_cost_min * MIN}
     sync = sim.Synchronous(restart_s=args.sync_restart_min * MIN, **ckpt)
-    ft = sim.FTHSDP(stall_s=args.stall_min * MIN, restart_s=args.restart_min * MIN,
-                    catchup_s=args.catchup_min * MIN, spares=args.spares,
-                    spare_join_s=None if args.spare_join_min is None else args.spare_join_min * MIN, **ckpt)
-    return job, failures, sync, ft
+    spare_join_s = None if args.spare_join_min is None else args.spare_join_min * MIN
+    if not calibrating:
+        ft = sim.FTHSDP(stall_s=(3.0 if args.stall_min is None else args.stall_min) * MIN,
+                        restart_s=(7.0 if args.restart_min is None else args.restart_min) * MIN,
+                        catchup_s=(args.catchup_min or 0.0) * MIN, spares=args.spares, spare_join_s=spare_join_s,
+                        restart_drag=args.restart_drag, **ckpt)
+        return job, failures, sync, ft, None
+    from ..ftar.calibration import calibrate
+
+    both = [name for name, value in (("--stall-min", args.stall_min), ("--catchup-min", args.catchup_min))
+            if value is not None]
+    if both:
+        raise ValueError(f"{', '.join(both)}: --calibrate derives the stall and the catch-up from the measured runs; "
+                         f"give either these or --calibrate")
+    if args.model_gb is None:
+        raise ValueError("--calibrate needs --model-gb (GB of a replica's state that a restarted replica fetches)")
+    cal = calibrate(args.calibrate, state_bytes=args.model_gb * 1e9, hosts=max(1, job.servers // job.replicas),
+                    link_bytes_per_s=None if args.link_gbps is None else args.link_gbps * 1e9 / 8,
+                    restart_s=None if args.restart_min is None else args.restart_min * MIN,
+                    evict_s=args.evict_s, silent=not args.process_failures, step_s=job.step_s,
+                    restart_drag=args.restart_drag)
+    ft = dataclasses.replace(cal.policy, spares=args.spares, spare_join_s=spare_join_s, **ckpt)
+    return job, failures, sync, ft, cal
 
 
 def _pct(x: Optional[float]) -> str:
@@ -132,8 +184,6 @@ def _table(job: Any, failures: Any, results: list[Any]) -> str:
 
 
 def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: float, seed: int) -> None:
-    import dataclasses
-
     import numpy as np
 
     from ..ftar import simulate as sim
@@ -175,10 +225,12 @@ def run(args: argparse.Namespace) -> int:
     from ..ftar import simulate as sim
 
     try:
-        job, failures, sync, ft = _inputs(args)
+        job, failures, sync, ft, cal = _inputs(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if cal is not None:
+        print(cal.report())
     results = [sim.simulate(job, failures, policy, days=args.days, seed=args.seed) for policy in (sync, ft)]
     if args.paper:
         for r in results:
@@ -188,6 +240,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"job": asdict(job), "failures": asdict(failures), "synchronous": asdict(sync), "ft_hsdp": asdict(ft),
                "days": args.days, "seed": args.seed, "results": [asdict(r) for r in results]}
+        if cal is not None:
+            doc["calibration"] = {"results_dir": cal.measurements.directory,
+                                  "inputs": [asdict(i) for i in cal.inputs]}
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
