@@ -1,0 +1,174 @@
+"""Hosts on one machine (pymcoll.testing.cluster): the test bed itself, collectives across real
+hosts, and a cut link. Needs root; skipped with the reason where namespaces cannot be made."""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from conftest import CI, TESTS_DIR, mpi_env
+from pymcoll.testing import cluster as tb
+
+REASON = tb.available()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+
+def leftovers(prefix: str) -> list[str]:
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    names += re.findall(r"^\d+: ([^:@]+)", subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                                                            text=True).stdout, re.M)
+    return [n for n in names if n.startswith(prefix)]
+
+
+@pytest.fixture
+def hosts2() -> Iterator[tb.Cluster]:
+    cl = tb.Cluster(2)
+    try:
+        yield cl
+    finally:
+        cl.close()
+        assert leftovers(cl.prefix) == [] and not cl.directory.exists()
+
+
+def on(cl: tb.Cluster, host: str, *argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run(cl.on_host(host, list(argv)), capture_output=True, text=True, timeout=timeout)
+
+
+def can_reach(cl: tb.Cluster, src: str, dst: str) -> bool:
+    code = ("import socket, sys\ns = socket.create_connection((sys.argv[1], 9), timeout=1.5)\n")
+    # Port 9 has no listener: a refusal proves the path works, a timeout that it is cut.
+    out = on(cl, src, sys.executable, "-c", f"{code}", cl.host(dst).address)
+    return "ConnectionRefusedError" in out.stderr
+
+
+def test_hosts_have_their_own_name_ipc_and_shm(hosts2: tb.Cluster) -> None:
+    assert on(hosts2, "h1", "hostname").stdout.strip() == "h1"
+    assert on(hosts2, "h2", "hostname").stdout.strip() == "h2"
+    on(hosts2, "h1", "sh", "-c", "echo x > /dev/shm/pmcc-probe")
+    assert on(hosts2, "h1", "cat", "/dev/shm/pmcc-probe").stdout.strip() == "x"
+    assert on(hosts2, "h2", "cat", "/dev/shm/pmcc-probe").returncode != 0
+    assert not __import__("os").path.exists("/dev/shm/pmcc-probe")
+    key = on(hosts2, "h1", "ipcmk", "-M", "4096").stdout
+    shmid = re.search(r"(\d+)", key).group(1)
+    assert shmid in on(hosts2, "h1", "ipcs", "-m").stdout
+    assert shmid not in on(hosts2, "h2", "ipcs", "-m").stdout.split()
+
+
+def test_link_down_is_silent_and_link_up_restores(hosts2: tb.Cluster) -> None:
+    assert can_reach(hosts2, "h1", "h2")
+    hosts2.link_down("h2")
+    assert not can_reach(hosts2, "h1", "h2")
+    hosts2.link_up(2)
+    deadline = time.monotonic() + 10
+    while not can_reach(hosts2, "h1", "h2"):
+        assert time.monotonic() < deadline, "the link did not come back"
+
+
+def test_rate_kill_and_bad_input(hosts2: tb.Cluster) -> None:
+    hosts2.set_rate("h1", "100mbit")
+    assert "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", hosts2.host("h1").link], capture_output=True,
+                                   text=True).stdout
+    hosts2.set_rate("h1", None)
+    assert "tbf" not in subprocess.run(["tc", "qdisc", "show", "dev", hosts2.host("h1").link],
+                                       capture_output=True, text=True).stdout
+    sleeper = subprocess.Popen(hosts2.on_host("h2", ["sleep", "300"]))
+    time.sleep(0.3)
+    assert hosts2.kill("h2")
+    assert sleeper.wait(timeout=10) != 0
+    assert on(hosts2, "h2", "hostname").stdout.strip() == "h2"  # the host itself stays
+    with pytest.raises(ValueError, match="rate='fast'"):
+        hosts2.set_rate("h1", "fast")
+    with pytest.raises(KeyError, match="h9"):
+        hosts2.host("h9")
+    with pytest.raises(ValueError, match="ranks_per_host"):
+        hosts2.mpiexec_command(["true"], [1])
+    with pytest.raises(ValueError, match="hosts=0"):
+        tb.Cluster(0)
+
+
+def test_state_file_attach_and_sweep_after_a_killed_run(tmp_path) -> None:
+    code = ("import os, sys, pymcoll.testing.cluster as tb\n"
+            "cl = tb.Cluster(2, rate='1gbit')\nprint(cl.state_file, flush=True)\nos.kill(os.getpid(), 9)\n")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr
+    state = proc.stdout.strip()
+    cl = tb.Cluster.attach(state)
+    assert [h.name for h in cl.hosts] == ["h1", "h2"] and cl.rates == {"h1": "1gbit", "h2": "1gbit"}
+    assert len(leftovers(cl.prefix)) >= 4  # two namespaces, two links and the bridge
+    removed = tb.sweep(cl.prefix)
+    assert cl.prefix + "h1" in removed and leftovers(cl.prefix) == [] and not cl.directory.exists()
+    with pytest.raises(ValueError, match="prefix="):
+        tb.sweep("other")
+    bad = tmp_path / "state.json"
+    bad.write_text("{}")
+    with pytest.raises(tb.ClusterError, match="not a test bed's state file"):
+        tb.Cluster.attach(bad)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("per_host", [2, (2, 1, 2)], ids=["2x2", "2-1-2"])
+def test_collectives_across_real_hosts(per_host) -> None:
+    hosts = 2 if isinstance(per_host, int) else len(per_host)
+    with tb.Cluster(hosts) as cl:
+        proc = cl.run([sys.executable, "-m", "mpi_programs.prop_collectives", "--examples", "3" if CI else "6",
+                       "--max-bytes", "65536", "--forms", "blocking"], per_host, timeout=240, cwd=str(TESTS_DIR),
+                      env=mpi_env())
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+        # Every host is a node of its own: real nodes, one per host.
+        assert f"on {hosts} node(s) (real nodes" in proc.stdout, proc.stdout[-2000:]
+    assert leftovers(cl.prefix) == []
+
+
+def _reader(proc: subprocess.Popen, lines: "queue.Queue[str]") -> None:
+    for line in proc.stdout:
+        lines.put(line.rstrip("\n"))
+
+
+@pytest.mark.timeout(200)
+def test_cut_link_raises_within_the_deadline_on_the_other_host(hosts2: tb.Cluster) -> None:
+    deadline_s = 5.0
+    proc = hosts2.launch([sys.executable, "-m", "mpi_programs.loop_until_cut"], 2, cwd=str(TESTS_DIR),
+                         env=mpi_env({"PYMCOLL_TIMEOUT": str(deadline_s)}))
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    seen: list[str] = []  # the ranks' lines reach mpiexec's output unordered, at times run together
+
+    def text() -> str:
+        return "\n".join(seen)
+
+    def pump(until: float, done) -> None:
+        while not done() and time.monotonic() < until:
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+
+    raised: dict[str, float] = {}
+    try:
+        pump(time.monotonic() + 90, lambda: text().count("looping") >= 4)
+        assert text().count("looping") >= 4, "the job did not start on both hosts:\n" + text()
+        time.sleep(0.5)
+        cut = time.time()
+        hosts2.link_down("h2")
+        pattern = re.compile(r"(rank \d+ on h1): raised (\w+) at ([\d.]+)")
+        pump(time.monotonic() + deadline_s + 30, lambda: len(pattern.findall(text())) >= 2)
+        for who, name, when in pattern.findall(text()):
+            assert name in ("TimeoutError", "PeerFailedError"), text()
+            raised[who] = float(when) - cut
+    finally:
+        hosts2.end_job(proc)
+        proc.wait(timeout=30)
+    log = text()
+    assert "wrong data" not in log, log
+    h1 = raised
+    assert len(h1) == 2, log
+    # Every rank of the other host raised within the deadline of its last wait (plus slack for
+    # the round it was in when the link went down).
+    assert all(0 < t <= deadline_s + 3 for t in h1.values()), h1
