@@ -172,3 +172,32 @@ def test_cut_link_raises_within_the_deadline_on_the_other_host(hosts2: tb.Cluste
     # Every rank of the other host raised within the deadline of its last wait (plus slack for
     # the round it was in when the link went down).
     assert all(0 < t <= deadline_s + 3 for t in h1.values()), h1
+
+
+def test_cli_up_run_faults_down(tmp_path) -> None:
+    state = str(tmp_path / "cluster.json")
+
+    def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-P", "-m", "pymcoll", "cluster", "--state", state, *args],
+                              capture_output=True, text=True, timeout=timeout, cwd=str(TESTS_DIR), env=mpi_env())
+
+    up = cli("up", "2", "--rate", "1gbit")
+    assert up.returncode == 0 and "2 hosts up" in up.stdout, up.stderr
+    prefix = re.search(r"\((pmcc[0-9a-f]{4})\)", up.stdout).group(1)
+    try:
+        assert cli("up", "2").returncode == 2  # one cluster per state file
+        assert "h2" in cli("show").stdout and "rate=1gbit" in cli("show").stdout
+        code = "import socket; from mpi4py import MPI; print('host', MPI.COMM_WORLD.rank, socket.gethostname())"
+        job = cli("run", "--per-host", "1,2", "--", sys.executable, "-c", code)
+        assert job.returncode == 0, job.stderr
+        assert sorted(re.findall(r"host (\d) (h\d)", job.stdout)) == [("0", "h1"), ("1", "h2"), ("2", "h2")]
+        assert cli("link", "down", "h2").returncode == 0 and cli("link", "up", "h2").returncode == 0
+        assert cli("rate", "h1", "none").returncode == 0 and "rate=none" in cli("show").stdout
+        bad = cli("rate", "h1", "fast")
+        assert bad.returncode == 2 and "rate='fast'" in bad.stderr
+        assert cli("kill", "h9").returncode == 2
+        assert cli("run", "--per-host", "1").returncode == 2  # no program
+    finally:
+        down = cli("down")
+    assert down.returncode == 0 and leftovers(prefix) == []
+    assert cli("show").returncode == 2 and "cluster up" in cli("show").stderr

@@ -12,10 +12,11 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
-from . import bench, ftar_coordinator, ftar_sim, info, preload, trace
+from . import bench, cluster, ftar_coordinator, ftar_sim, info, preload, trace
 
 COMMANDS: dict[str, ModuleType] = {"info": info, "bench": bench, "preload": preload, "trace": trace,
-                                   "ftar-coordinator": ftar_coordinator, "ftar-sim": ftar_sim}
+                                   "ftar-coordinator": ftar_coordinator, "ftar-sim": ftar_sim,
+                                   "cluster": cluster}
 
 
 def build_parser() -> argparse.ArgumentParser:
