@@ -72,14 +72,14 @@ Example::
 
 from __future__ import annotations
 
-from .address import TOKEN_ENV, TOKEN_FILE_ENV, parse_address, resolve_token
+from .address import TOKEN_ENV, TOKEN_FILE_ENV, parse_address, resolve_token, route_address
 from .coordinator import Coordinator, write_addr_file
 from .member import FAULT_ENV, AllreduceResult, FtarError, Member, Status, StepInfo
 from .state import decode_state, encode_state, load_model_state, model_state, state_hash
 from .training import FaultTolerantTrainer, StepReport
 
 __all__ = [
-    "Status", "StepInfo", "AllreduceResult", "Member", "FtarError", "resolve_token", "parse_address",
+    "Status", "StepInfo", "AllreduceResult", "Member", "FtarError", "resolve_token", "parse_address", "route_address",
     "TOKEN_ENV", "TOKEN_FILE_ENV", "FAULT_ENV",
     "Coordinator", "write_addr_file",
     "encode_state", "decode_state", "model_state", "load_model_state", "state_hash",

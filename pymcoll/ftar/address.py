@@ -9,11 +9,12 @@ which every user of the machine can read.
 from __future__ import annotations
 
 import os
+import socket
 from typing import Optional, Union
 
 from .._ftar import lib
 
-__all__ = ["parse_address", "resolve_token", "TOKEN_ENV", "TOKEN_FILE_ENV"]
+__all__ = ["parse_address", "route_address", "resolve_token", "TOKEN_ENV", "TOKEN_FILE_ENV"]
 
 TOKEN_ENV = "PYMCOLL_FTAR_TOKEN"
 TOKEN_FILE_ENV = "PYMCOLL_FTAR_TOKEN_FILE"
@@ -43,6 +44,30 @@ def parse_address(text: str, name: str, *, allow_port_zero: bool = False) -> str
         raise ValueError(f"{name}={text!r}: not an address (spaces, NUL or longer than "
                          f"{lib.PMC_FTAR_ADDR_BYTES - 1} characters)")
     return value
+
+
+def route_address(coordinator: str) -> str:
+    """The address of this host on the way to `coordinator` ("HOST:PORT"): where a member
+    listens so that every other member, wherever the coordinator reaches it, reaches it too.
+
+    A coordinator on loopback gives 127.0.0.1; one on another host gives the address of the
+    interface the route to it leaves by (asked of the kernel; no packet is sent). ValueError
+    when the coordinator's host does not resolve.
+    """
+    host, _, port = parse_address(coordinator, "coordinator").rpartition(":")
+    host = host.strip("[]")
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)[0]
+    except socket.gaierror as exc:
+        raise ValueError(f"coordinator={coordinator!r}: its host does not resolve ({exc.strerror}); "
+                         f"give an address, or pass bind_host=") from None
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.connect(where)
+        except OSError as exc:
+            raise ValueError(f"coordinator={coordinator!r}: no route from this host ({exc.strerror}); "
+                             f"pass bind_host=") from None
+        return str(probe.getsockname()[0])
 
 
 def _read_token_file(path: str, what: str) -> bytes:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from .._ftar import ffi, lib
-from .address import parse_address, resolve_token
+from .address import parse_address, resolve_token, route_address
 
 __all__ = ["Status", "StepInfo", "AllreduceResult", "Member", "FtarError", "FAULT_ENV"]
 
@@ -159,6 +159,8 @@ class Member:
             else the file named by ``PYMCOLL_FTAR_TOKEN_FILE``.
         token_file: a file holding the token (surrounding whitespace ignored).
         bind_host: where this member listens for its ring neighbours and state transfers.
+            Default: this host's address on the route to the coordinator (127.0.0.1 for a
+            coordinator on loopback), which every member can reach where the coordinator can.
         streams: TCP connections to each neighbour (1..16).
         chunk_bytes: pipelining unit of the ring (a multiple of 8, 1 KiB to 1 GiB).
         integrity: MAC on the data frames too (control frames always carry one).
@@ -173,7 +175,7 @@ class Member:
     """
 
     def __init__(self, coordinator: str, replica_id: str, token: Union[str, bytes, None] = None, *,
-                 token_file: Optional[str] = None, bind_host: str = "127.0.0.1", streams: int = 1,
+                 token_file: Optional[str] = None, bind_host: Optional[str] = None, streams: int = 1,
                  chunk_bytes: int = 256 * 1024, integrity: bool = False, timeout: float = 30.0,
                  committed_step: int = -1, fault: Optional[str] = None, log: Union[bool, int] = False) -> None:
         self._ptr: Any = None
@@ -188,6 +190,8 @@ class Member:
                              f"e.g. 'replica-0'")
         self.replica_id = replica_id
         token_bytes = resolve_token(token, token_file)
+        if bind_host is None:
+            bind_host = route_address(self.coordinator)
         if not isinstance(bind_host, str) or not bind_host.strip() or len(bind_host) >= lib.PMC_FTAR_ADDR_BYTES - 6 \
                 or any(c.isspace() or c == "\0" for c in bind_host):
             raise ValueError(f"bind_host={bind_host!r} must be a host name or address, e.g. '127.0.0.1'")
