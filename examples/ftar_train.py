@@ -14,7 +14,10 @@ fault-tolerant allreduce (FTAR). This script is also the supervisor: it
   every child when the supervisor ends or dies;
 * every --kill-every seconds of training kills one replica with SIGKILL
   (victims in turn: r0, r1, ...; --kills in all) and restarts it
-  --restart-delay seconds later; the restarted replica joins the running
+  --restart-delay seconds later; or, with --failure-mtbf, at random: kill
+  times with exponential gaps of that mean (a Poisson process, seeded by
+  --failure-seed), each victim drawn from the replicas that are training;
+  the restarted replica joins the running
   group, contributes zeros while it fetches the state from a donor, replays
   the updates committed meanwhile and then trains on with the others;
 * prints, live, the steps, commits, aborts and retries, when a restarted
@@ -36,9 +39,18 @@ where the median healthy step time is the median time between two
 consecutive commits of steps to which every replica contributed
 (n_contrib = --replicas). 1.0 means the kills cost nothing.
 
+It counts a step committed without a replica as a full one. The
+samples-based ETTR (effective training time ratio) counts the samples the
+step carries, as the failure simulator (pymcoll.ftar.simulate) does: a
+replica out costs 1/replicas of the throughput::
+
+    ETTR = sum over committed steps of n_contrib x median healthy step time
+           / (replicas x training wall time)
+
     python examples/ftar_train.py                      # 4 replicas, 800 steps, 4 kills: about a minute
     python examples/ftar_train.py --replicas 3 --steps 240 --kill-every 1.5 --kills 1 --restart-delay 0.5 \
         --compute-ms 40 --json summary.json         # the short profile of tests/test_ftar_training.py
+    python examples/ftar_train.py --steps 2000 --failure-mtbf 30 --failure-seed 1   # random kills, 30 s apart on average
 
 A kill is skipped (and so are the later ones) when too little training is
 left for the victim to restart and catch up before the others finish.
@@ -66,8 +78,10 @@ Output (abridged, 2 cores)::
     final state hash  identical on all 4 replicas (86cfd6dbbb536154)
 
 Options of the supervisor: --replicas, --steps, --kill-every, --kills,
---restart-delay, --seed, --compute-ms (simulated extra compute per step),
---timeout, --json FILE (the summary), --quiet (only the summary).
+--failure-mtbf, --failure-seed, --restart-delay, --seed, --compute-ms
+(simulated extra compute per step), --timeout, --json FILE (the summary,
+with every kill and every commit's time and n_contrib), --quiet (only the
+summary).
 """
 
 from __future__ import annotations
@@ -75,8 +89,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import queue
+import random
 import signal
 import statistics
 import sys
@@ -218,6 +234,7 @@ class Kill:
     last_commit_before: Optional[float] = None
     first_commit_after: Optional[float] = None
     restarted: Optional[float] = None
+    ready: Optional[float] = None
     joined_step: Optional[int] = None
     caught_up: Optional[float] = None
     join_stall_s: Optional[float] = None
@@ -262,13 +279,27 @@ class Supervisor:
         self.retries: dict[int, int] = {}
         self.kills: list[Kill] = []
         self.restarts: list[tuple[float, str]] = []  # (when, replica)
-        self.kills_planned = args.kills
+        # --failure-mtbf: kill times with exponential gaps (a Poisson process), victims at random.
+        self.failure_rng = random.Random(args.failure_seed)
+        self.next_due = self._gap()
+        self.kills_planned = (args.kills if args.kills is not None
+                              else 4 if args.failure_mtbf is None else math.inf)
         self.problems: list[str] = []
         self.initial_loss: Optional[float] = None
         self.losses: list[float] = []
         self.live_len = 0
         self.tty = sys.stdout.isatty()
         self.last_progress = 0.0
+
+    def _gap(self) -> float:
+        """Seconds to the next kill: --kill-every, or an exponential gap of mean --failure-mtbf."""
+        if self.args.failure_mtbf is None:
+            return self.args.kill_every
+        return self.failure_rng.expovariate(1.0 / self.args.failure_mtbf)
+
+    def kills_text(self) -> str:
+        """Kills so far, out of the planned ones when there is a number."""
+        return f"{len(self.kills)}" + ("" if math.isinf(self.kills_planned) else f"/{self.kills_planned}")
 
     # --- output -----------------------------------------------------------
 
@@ -302,7 +333,7 @@ class Supervisor:
         states = [c.state for c in self.children.values()]
         line = (f"[{self.now():6.1f}s] step {step}/{self.args.steps}  commits {len(self.commit_time)}  "
                 f"aborts {len(self.aborts)}  retries {sum(self.retries.values())}  "
-                f"kills {len(self.kills)}/{self.args.kills}  train loss {loss}  "
+                f"kills {self.kills_text()}  train loss {loss}  "
                 f"replicas {states.count('training')} training, {states.count('healing')} healing, "
                 f"{sum(s in ('starting', 'killed', 'exited') for s in states)} down"
                 + (f", {states.count('done')} done" if 'done' in states else ""))
@@ -328,9 +359,12 @@ class Supervisor:
         a = self.args
         self.cluster.start_coordinator(min_replicas=max(1, a.replicas - 1))
         if not a.quiet:
+            schedule = (f"kill every {a.kill_every:g} s, {self.kills_planned} kills"
+                        if a.failure_mtbf is None else
+                        f"random kills {a.failure_mtbf:g} s apart on average (seed {a.failure_seed})"
+                        + ("" if math.isinf(self.kills_planned) else f", at most {self.kills_planned}"))
             print(f"coordinator on {self.cluster.address}; starting {a.replicas} replicas "
-                  f"(steps {a.steps}, kill every {a.kill_every:g} s, {a.kills} kills, restart after "
-                  f"{a.restart_delay:g} s)", flush=True)
+                  f"(steps {a.steps}, {schedule}, restart after {a.restart_delay:g} s)", flush=True)
         procs = self.cluster.start_together([(f"r{i}", self.replica_argv(i)) for i in range(a.replicas)],
                                             timeout=120)
         self.t_go = time.monotonic()
@@ -360,6 +394,9 @@ class Supervisor:
                 self.initial_loss = ev.get("eval_loss")
             if proc.incarnation > 0:
                 child.state = "healing"
+                kill = self._kill_of(rid)
+                if kill is not None:
+                    kill.ready = t
                 self.say(f"restarted {rid} is up ({when - proc.started_at:.1f} s to start)")
         elif kind == "commit":
             step = ev["step"]
@@ -448,8 +485,7 @@ class Supervisor:
         if self.t_go is None or len(self.kills) >= self.kills_planned or self.finishing():
             return
         t = self.now()
-        due = a.kill_every * (len(self.kills) + 1)
-        if t < due or not self.commit_time:
+        if t < self.next_due or not self.commit_time:
             return
         step = max(self.commit_time)
         left_s = (a.steps - step - 1) * max(self.median_step(), 1e-3)
@@ -460,10 +496,16 @@ class Supervisor:
                      f"little for the victim to restart and catch up")
             self.kills_planned = len(self.kills)
             return
-        order = [(len(self.kills) + i) % a.replicas for i in range(a.replicas)]
-        victim = next((self.children[f"r{i}"] for i in order if self.children[f"r{i}"].state == "training"), None)
+        if a.failure_mtbf is None:
+            order = [(len(self.kills) + i) % a.replicas for i in range(a.replicas)]
+            victim = next((self.children[f"r{i}"] for i in order if self.children[f"r{i}"].state == "training"),
+                          None)
+        else:
+            training = [self.children[f"r{i}"] for i in range(a.replicas) if self.children[f"r{i}"].state == "training"]
+            victim = self.failure_rng.choice(training) if training else None
         if victim is None:
             return  # nobody up to date to kill right now; try again shortly
+        self.next_due += self._gap()
         kill = Kill(len(self.kills) + 1, victim.rid, t, step, last_commit_before=self.commit_time[step])
         self.cluster.kill(victim.rid)
         victim.state = "killed"
@@ -555,6 +597,8 @@ class Supervisor:
         wall = max(self.commit_time.values(), default=0.0)
         median = self.median_step()
         effective = min(1.0, committed * median / wall) if wall > 0 else 0.0
+        samples = sum(self.n_contrib.values())
+        ettr = samples * median / (a.replicas * wall) if wall > 0 else 0.0
         survived = [k for k in self.kills
                     if k.first_commit_after is not None and k.caught_up is not None
                     and hashes.get(k.victim) is not None and len(set(hashes.values())) == 1]
@@ -570,6 +614,7 @@ class Supervisor:
                       "stall_s": None if k.stall_s is None else round(k.stall_s, 4),
                       "extra_stall_s": None if k.stall_s is None else round(max(0.0, k.stall_s - median), 4),
                       "restarted_s": None if k.restarted is None else round(k.restarted, 3),
+                      "ready_s": None if k.ready is None else round(k.ready, 3),
                       "joined_at_step": k.joined_step,
                       "caught_up_s": None if k.caught_up is None else round(k.caught_up, 3),
                       "heal_s": None if k.caught_up is None or k.restarted is None
@@ -579,7 +624,11 @@ class Supervisor:
         out = {
             "ok": ok, "replicas": a.replicas, "steps": a.steps, "steps_committed": committed,
             "aborts": len(self.aborts), "retries": sum(self.retries.values()),
-            "kills_planned": a.kills, "kills": len(self.kills), "kills_survived": len(survived),
+            "kills_planned": None if math.isinf(self.kills_planned) else self.kills_planned,
+            "kills": len(self.kills), "kills_survived": len(survived),
+            "failure_schedule": ({"kind": "every", "kill_every_s": a.kill_every} if a.failure_mtbf is None else
+                                 {"kind": "exponential", "mtbf_s": a.failure_mtbf, "seed": a.failure_seed}),
+            "restart_delay_s": a.restart_delay, "compute_ms": a.compute_ms,
             "kill_details": kills_out,
             "training_wall_s": round(wall, 3), "median_healthy_step_s": round(median, 5),
             "effective_training_time": round(effective, 4),
@@ -588,6 +637,10 @@ class Supervisor:
             "effective_training_time_definition": "steps_committed * median_healthy_step_s / training_wall_s, "
                                                   "capped at 1; healthy: consecutive commits with every replica "
                                                   "contributing; wall: from the go to the last commit",
+            "samples_committed": samples, "ettr_samples": round(ettr, 4),
+            "ettr_samples_definition": "sum over committed steps of n_contrib * median_healthy_step_s / (replicas * "
+                                       "training_wall_s): a replica out costs 1/replicas, as in pymcoll.ftar.simulate",
+            "commits": [[s, round(t, 4), self.n_contrib[s]] for s, t in sorted(self.commit_time.items())],
             "initial_loss": self.initial_loss, "final_loss": final_loss,
             "final_hashes": hashes, "hashes_identical": identical, "problems": self.problems,
             "runtime_s": round(time.monotonic() - self.t0, 3),
@@ -606,6 +659,8 @@ class Supervisor:
                   f"restart to caught up {heal}")
         print(f"effective training time {effective:.3f} = {committed} steps x {median:.4f} s (median healthy "
               f"step) / {wall:.2f} s (training wall time)")
+        print(f"ETTR (samples)    {ettr:.3f} = {samples} samples x {median:.4f} s / ({a.replicas} replicas x "
+              f"{wall:.2f} s): a step without a replica counts (replicas - 1) / replicas")
         print(f"time lost         {out['lost_s']:.2f} s, of which {out['stall_total_s']:.2f} s in the stalls around "
               f"the kills (the rest: slower steps)")
         loss0 = "-" if self.initial_loss is None else f"{self.initial_loss:.5f}"
@@ -638,10 +693,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--replicas", type=_positive(int, "--replicas"), default=4,
                     help="replica processes (default 4)")
     ap.add_argument("--steps", type=_positive(int, "--steps"), default=800, help="steps to train (default 800)")
-    ap.add_argument("--kill-every", type=_positive(float, "--kill-every"), default=8.0, metavar="SECONDS",
+    ap.add_argument("--kill-every", type=_positive(float, "--kill-every"), default=None, metavar="SECONDS",
                     help="seconds of training between two kills (default 8)")
-    ap.add_argument("--kills", type=_positive(int, "--kills", allow_zero=True), default=4,
-                    help="replicas to kill in all (default 4)")
+    ap.add_argument("--kills", type=_positive(int, "--kills", allow_zero=True), default=None,
+                    help="replicas to kill in all (default 4; with --failure-mtbf: no limit)")
+    ap.add_argument("--failure-mtbf", type=_positive(float, "--failure-mtbf"), default=None, metavar="SECONDS",
+                    help="kill at random instead of every --kill-every: exponential gaps of this mean between "
+                         "kills, each victim drawn from the replicas that are training")
+    ap.add_argument("--failure-seed", type=int, default=0,
+                    help="seed of the random kill times and victims (default 0)")
     ap.add_argument("--restart-delay", type=_positive(float, "--restart-delay", allow_zero=True), default=2.0,
                     metavar="SECONDS", help="restart a killed replica after this long (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the model and the data (default 0)")
@@ -664,6 +724,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return run_replica(args)
     if args.replicas < 2:
         ap.error("--replicas must be at least 2 (a kill leaves the others training)")
+    if args.kill_every is not None and args.failure_mtbf is not None:
+        ap.error("--kill-every and --failure-mtbf are two schedules: give one")
+    if args.kill_every is None:
+        args.kill_every = 8.0
     if args.json and not Path(args.json).resolve().parent.is_dir():
         ap.error(f"--json {args.json}: its directory does not exist")
 

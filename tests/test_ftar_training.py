@@ -259,3 +259,37 @@ def test_example_survives_its_kill_schedule(tmp_path: Path) -> None:
     out = proc.stdout
     assert "kill 1: SIGKILL r0" in out and "caught up" in out and "effective training time" in out, out
     assert "identical on all 3 replicas" in out, out
+
+
+@pytest.mark.timeout(150)
+def test_example_random_kill_schedule_and_samples_ettr(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    cmd = [sys.executable, str(EXAMPLE), "--replicas", "3", "--steps", "400", "--failure-mtbf", "3",
+           "--failure-seed", "5", "--kills", "2", "--restart-delay", "0.5", "--compute-ms", "40", "--timeout", "120",
+           "--json", str(summary)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMCOLL_")}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=140, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = json.loads(summary.read_text())
+    assert s["ok"] and s["hashes_identical"] and not s["problems"], s
+    assert s["failure_schedule"] == {"kind": "exponential", "mtbf_s": 3.0, "seed": 5}
+    assert 1 <= s["kills"] <= 2 and s["kills_planned"] in (2, s["kills"]), s
+    for k in s["kill_details"]:
+        assert k["victim"] in ("r0", "r1", "r2") and k["caught_up_s"] is not None, k
+        assert k["t_s"] < k["restarted_s"] <= k["ready_s"] <= k["caught_up_s"], k
+    # The commit log: every step once, in order; a kill leaves steps with 2 (1 while both victims are out).
+    commits = s["commits"]
+    assert [c[0] for c in commits] == list(range(400))
+    assert 2 in {c[2] for c in commits} <= {1, 2, 3}
+    assert s["samples_committed"] == sum(c[2] for c in commits)
+    wall, median = s["training_wall_s"], s["median_healthy_step_s"]
+    assert s["ettr_samples"] == pytest.approx(s["samples_committed"] * median / (3 * wall), abs=1e-3)
+    # A step without a replica counts 2/3 here, a full step in the steps-based figure.
+    assert 0 < s["ettr_samples"] < 400 * median / wall
+    assert "random kills 3 s apart on average (seed 5)" in proc.stdout and "ETTR (samples)" in proc.stdout
+
+
+def test_example_refuses_two_schedules() -> None:
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--kill-every", "5", "--failure-mtbf", "30"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "--kill-every and --failure-mtbf are two schedules" in proc.stderr
