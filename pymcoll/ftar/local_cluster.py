@@ -430,16 +430,20 @@ class LocalCluster:
     def start_coordinator(self, bind: str = "127.0.0.1:0", *, min_replicas: int = 1,
                           heartbeat_ms: Optional[int] = None, evict_ms: Optional[int] = None,
                           join_timeout_ms: Optional[int] = None, quiet: bool = False, name: str = "coordinator",
-                          timeout: float = 30.0) -> CoordinatorProcess:
+                          timeout: float = 30.0,
+                          wrap: Optional[Callable[[list[str]], list[str]]] = None) -> CoordinatorProcess:
         """Start ``python -m pymcoll ftar-coordinator`` listening on `bind` (port 0: a free one).
 
-        The settings are its options (None: its default). Returns once it
-        listens (its ``address`` set), LocalClusterError when it exits or
-        stays silent for `timeout` s. Several coordinators may run under
-        different names; :attr:`coordinator` is the one started last.
+        The settings are its options (None: its default). `wrap` turns its command line into
+        the one that runs it elsewhere, e.g. on a host of the multi-host test bed
+        (``lambda argv: hosts.on_host("h4", argv)``). Returns once it listens (its
+        ``address`` set), LocalClusterError when it exits or stays silent for `timeout` s.
+        Several coordinators may run under different names; :attr:`coordinator` is the one
+        started last.
         """
         settings: dict[str, Any] = {"min_replicas": min_replicas, "heartbeat_ms": heartbeat_ms,
-                                    "evict_ms": evict_ms, "join_timeout_ms": join_timeout_ms, "quiet": quiet}
+                                    "evict_ms": evict_ms, "join_timeout_ms": join_timeout_ms, "quiet": quiet,
+                                    "wrap": wrap}
         return self._start_coordinator(name, bind, settings, timeout)
 
     def _start_coordinator(self, name: str, bind: str, settings: dict[str, Any],
@@ -453,6 +457,8 @@ class LocalCluster:
                 argv += ["--" + key.replace("_", "-"), str(settings[key])]
         if settings["quiet"]:
             argv.append("--quiet")
+        if settings.get("wrap") is not None:
+            argv = list(settings["wrap"](argv))
         proc = self._start(name, argv, cls=CoordinatorProcess, env=None, cwd=self.directory, stdin=False,
                            stderr="file")
         assert isinstance(proc, CoordinatorProcess)
