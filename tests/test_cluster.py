@@ -4,6 +4,7 @@ hosts, and a cut link. Needs root; skipped with the reason where namespaces cann
 from __future__ import annotations
 
 import queue
+import shutil
 import re
 import subprocess
 import sys
@@ -201,3 +202,107 @@ def test_cli_up_run_faults_down(tmp_path) -> None:
         down = cli("down")
     assert down.returncode == 0 and leftovers(prefix) == []
     assert cli("show").returncode == 2 and "cluster up" in cli("show").stderr
+
+
+# -- across hosts, outside CI (slow marker) -------------------------------------------------------
+
+outside_ci = pytest.mark.skipif(CI, reason="runs outside CI (slow marker)")
+
+
+@pytest.mark.slow
+@outside_ci
+@pytest.mark.timeout(200)
+def test_killed_host_ends_the_job_without_a_hang(hosts2: tb.Cluster) -> None:
+    deadline_s = 5.0
+    proc = hosts2.launch([sys.executable, "-m", "mpi_programs.loop_until_cut"], 2, cwd=str(TESTS_DIR),
+                         env=mpi_env({"PYMCOLL_TIMEOUT": str(deadline_s)}))
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    seen: list[str] = []
+    end = time.monotonic() + 90
+    while "\n".join(seen).count("looping") < 4 and time.monotonic() < end:
+        try:
+            seen.append(lines.get(timeout=0.5))
+        except queue.Empty:
+            pass
+    assert "\n".join(seen).count("looping") >= 4, "\n".join(seen)
+    killed = time.monotonic()
+    assert hosts2.kill("h2")
+    # The job ends by itself: the ranks of h1 raise or are ended by mpiexec, whose proxy on h2 died.
+    try:
+        proc.wait(timeout=deadline_s + 30)
+    finally:
+        ended_after = time.monotonic() - killed
+        hosts2.end_job(proc)
+    while not lines.empty():
+        seen.append(lines.get())
+    log = "\n".join(seen)
+    assert "wrong data" not in log, log
+    assert ended_after <= deadline_s + 30, (ended_after, log)
+    for line in re.findall(r"rank \d+ on h1: raised .*", log):
+        assert re.search(r"raised (TimeoutError|PeerFailedError|MPIError|Exception)", line), line
+
+
+@pytest.mark.slow
+@outside_ci
+@pytest.mark.timeout(900)
+def test_mpi4py_suite_across_hosts(tmp_path_factory, tmp_path) -> None:
+    from test_mpi4py_suite import check_suite, fetch_suite
+
+    suite_dir = fetch_suite(tmp_path_factory)
+    with tb.Cluster(2) as cl:
+        def launch(n: int, program: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
+            proc = cl.run(program, n // 2, timeout=timeout, cwd=str(TESTS_DIR), env=mpi_env(env))
+            if proc.returncode == 124:
+                raise subprocess.TimeoutExpired(proc.args, timeout, proc.stdout, proc.stderr)
+            return proc
+
+        check_suite(4, {}, suite_dir, tmp_path, launch=launch, where="on 2 hosts ")
+
+
+@pytest.mark.slow
+@outside_ci
+@pytest.mark.timeout(300)
+def test_trace_analyzer_across_hosts(tmp_path) -> None:
+    from pymcoll.trace import analyze
+
+    with tb.Cluster(2) as cl:
+        env = mpi_env({"PYMCOLL_TRACE": str(tmp_path / "straggler")})
+        proc = cl.run([sys.executable, "-m", "mpi_programs.trace_faults", "straggler"], 2, timeout=120,
+                      cwd=str(TESTS_DIR), env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = analyze(tmp_path / "straggler")
+        # Two hosts: their names, and the realtime clock lines up the ranks of both.
+        assert sorted(report.hosts) == ["h1", "h2"] and report.clock == "realtime", (report.hosts, report.clock)
+        assert report.stragglers["stragglers"] == [2], report.paragraph
+        env = mpi_env({"PYMCOLL_TRACE": str(tmp_path / "sleep"), "PYMCOLL_TIMEOUT": "2"})
+        cl.run([sys.executable, "-m", "mpi_programs.trace_faults", "sleep", "6"], 2, timeout=120,
+               cwd=str(TESTS_DIR), env=env)
+        report = analyze(tmp_path / "sleep")
+        assert report.hangs and report.hangs[0]["named"] == [3], report.paragraph
+        assert "Hosts: rank 3 on h2." in report.paragraph, report.paragraph
+
+
+@pytest.mark.slow
+@outside_ci
+@pytest.mark.timeout(300)
+def test_preload_library_across_hosts(tmp_path) -> None:
+    from test_pmpi import digests, preload_path
+
+    try:
+        library = preload_path()
+    except (FileNotFoundError, ImportError) as exc:
+        pytest.skip(f"no preload library in this install ({exc}): pip install . (not -e)")
+    mpicc = shutil.which("mpicc")
+    assert mpicc, "mpicc not found on PATH"
+    exe = tmp_path / "check_collectives"
+    built = subprocess.run([mpicc, "-std=c11", "-O1", "-o", str(exe), str(TESTS_DIR / "pmpi_programs" /
+                                                                           "check_collectives.c")],
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    with tb.Cluster(2) as cl:
+        plain = cl.run([str(exe)], 2, timeout=240, cwd=str(TESTS_DIR), env=mpi_env())
+        # The library goes into the ranks only (env sets it for the program), not into mpiexec.
+        ours = cl.run(["env", f"LD_PRELOAD={library}", str(exe)], 2, timeout=240, cwd=str(TESTS_DIR),
+                      env=mpi_env())
+    assert digests(ours) == digests(plain)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -34,6 +35,11 @@ MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec",
 @pytest.fixture(scope="session")
 def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test/ folder of the installed mpi4py version's sdist."""
+    return fetch_suite(tmp_path_factory)
+
+
+def fetch_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PYMCOLL_MPI4PY_SUITE, else the test/ folder of the installed mpi4py's sdist, downloaded."""
     given = os.environ.get("PYMCOLL_MPI4PY_SUITE")
     if given:
         return Path(given)
@@ -57,12 +63,22 @@ def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return test_dir
 
 
-def _run(n: int, suite: Path, out: Path, env: dict[str, str | None], plain: bool, timeout: float) -> dict:
-    cmd = mpiexec_command(n) + [sys.executable, "-m", "mpi_programs.mpi4py_suite", str(suite), str(out)]
-    cmd += (["--plain"] if plain else []) + list(MODULES)
+def _launch(n: int, program: list[str], env: dict[str, str | None], timeout: float) -> subprocess.CompletedProcess:
+    """`program` on n ranks of this machine; TimeoutExpired past `timeout`."""
+    return subprocess.run(mpiexec_command(n) + program, cwd=TESTS_DIR, env=mpi_env(env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+Launcher = Callable[[int, list, dict, float], subprocess.CompletedProcess]
+
+
+def _run(n: int, suite: Path, out: Path, env: dict[str, str | None], plain: bool, timeout: float,
+         launch: Launcher = _launch) -> dict:
+    program = [sys.executable, "-m", "mpi_programs.mpi4py_suite", str(suite), str(out)]
+    program += (["--plain"] if plain else []) + list(MODULES)
+    cmd = program
     try:
-        proc = subprocess.run(cmd, cwd=TESTS_DIR, env=mpi_env(env), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = launch(n, program, env, timeout)
     except subprocess.TimeoutExpired:
         last = {}
         for log in sorted(out.glob("rank*.jsonl")):
@@ -99,13 +115,19 @@ CONFIGS = [
 
 @pytest.mark.parametrize("n,env", CONFIGS)
 def test_mpi4py_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Path) -> None:
-    reference = _verdicts(_run(n, suite_dir, tmp_path / "plain", {}, plain=True, timeout=300))
+    check_suite(n, env, suite_dir, tmp_path)
+
+
+def check_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Path, launch: Launcher = _launch,
+                where: str = "") -> None:
+    """Runs the suite plain and on pymcoll.Comm with `launch`; pymcoll must match the reference."""
+    reference = _verdicts(_run(n, suite_dir, tmp_path / "plain", {}, plain=True, timeout=300, launch=launch))
     # A short deadline turns a rank left waiting by another's error into a failure, not a hang.
     result = _run(n, suite_dir, tmp_path / "pymcoll", dict(env, PYMCOLL_TIMEOUT="30"), plain=False,
-                  timeout=240 + 60 * n)
+                  timeout=240 + 60 * n, launch=launch)
     ours = _verdicts(result)
     counts = {k: sum(1 for v in ours.values() if v == k) for k in ("pass", "skip", "fail", "error")}
-    print(f"\nmpi4py suite at {n} ranks {env or ''}: {len(ours)} tests, {counts['pass']} passed, "
+    print(f"\nmpi4py suite at {n} ranks {where}{env or ''}: {len(ours)} tests, {counts['pass']} passed, "
           f"{counts['skip']} skipped; reference: {sum(1 for v in reference.values() if v == 'pass')} passed, "
           f"{sum(1 for v in reference.values() if v == 'skip')} skipped")
     assert set(ours) == set(reference), (f"tests only in the reference: {sorted(set(reference) - set(ours))}; "

@@ -553,6 +553,7 @@ class Report:
     stragglers: dict[str, Any]
     summary: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
 
     @property
     def paragraph(self) -> str:
@@ -568,7 +569,15 @@ class Report:
         parts += self._rank_sentences(named)
         parts += [self._mismatch_sentence(m) for m in self.mismatches]
         parts += [self._straggler_sentence(r) for r in self.stragglers["ranks"] if r["straggler"]]
+        parts += self._host_sentence(named | set(self.stragglers["stragglers"]))
         return " ".join(parts)
+
+    def _host_sentence(self, ranks: set[int]) -> list[str]:
+        """Where the ranks named above run, when the job spans several hosts."""
+        where = [f"rank {r} on {self.rank_hosts[r]}" for r in sorted(ranks) if r in self.rank_hosts]
+        if len(self.hosts) < 2 or not where:
+            return []
+        return [f"Hosts: {', '.join(where)}."]
 
     def _rank_sentences(self, named: set[int]) -> list[str]:
         sentences = []
@@ -637,7 +646,8 @@ def analyze(dumps: DumpSource) -> Report:
                         "absent": v.absent} for v in views],
         collectives=sum(len(v.seqs()) for v in views), hangs=hangs, mismatches=mismatches,
         stragglers=straggler_stats(views, trace.clock, stop, trace.oversubscribed_hosts()),
-        summary=[row for v in views for row in summary_rows(v)], problems=list(trace.problems))
+        summary=[row for v in views for row in summary_rows(v)], problems=list(trace.problems),
+        rank_hosts={r: t.host for r, t in sorted(trace.ranks.items())})
 
 
 def analyze_dir(path: Union[str, "os.PathLike[str]"]) -> Report:
