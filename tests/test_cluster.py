@@ -306,3 +306,19 @@ def test_preload_library_across_hosts(tmp_path) -> None:
         ours = cl.run(["env", f"LD_PRELOAD={library}", str(exe)], 2, timeout=240, cwd=str(TESTS_DIR),
                       env=mpi_env())
     assert digests(ours) == digests(plain)
+
+
+@pytest.mark.slow
+@outside_ci
+@pytest.mark.timeout(300)
+def test_rank_behind_a_slow_link_is_named_the_straggler(tmp_path) -> None:
+    from pymcoll.trace import analyze
+
+    with tb.Cluster(2) as cl:
+        cl.set_rate("h2", "100mbit")  # 1 MiB takes about 84 ms to reach rank 2, alone on h2
+        proc = cl.run([sys.executable, "-m", "mpi_programs.bcast_then_allreduce", "12", str(1 << 20)], (2, 1),
+                      timeout=200, cwd=str(TESTS_DIR), env=mpi_env({"PYMCOLL_TRACE": str(tmp_path)}))
+        assert proc.returncode == 0 and proc.stdout.count("loop ok") == 3, proc.stdout + proc.stderr[-3000:]
+    report = analyze(tmp_path)
+    assert report.stragglers["stragglers"] == [2], report.paragraph
+    assert "Hosts: rank 2 on h2." in report.paragraph, report.paragraph
