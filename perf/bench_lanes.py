@@ -14,6 +14,10 @@ timings show the algorithms' structure, not a network's.
   python perf/bench_lanes.py --np 4 --node-size 2              # 2 nodes x 2
   python perf/bench_lanes.py --np 8 --node-size 2 --max-bytes 256K
   python perf/bench_lanes.py --np 12 --node-size 3 --check-only   # correctness at 12 ranks
+  python perf/bench_lanes.py --hosts 2 --np 4 --rate 1gbit     # real hosts (network namespaces, root)
+
+With --hosts K the ranks run on K hosts of pymcoll's multi-host test bed (np / K per host, MPI
+over TCP across veths, --rate limiting every host's link); nodes are then the real hosts.
 
 Writes perf/results/lanes_np<N>_ns<K>_<mpi>.json and a PNG of lanes/leader and
 lanes/MPI per size; prints OSU-style tables with both ratios.
@@ -42,6 +46,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--np", type=int, default=4, help="ranks (default 4)")
     ap.add_argument("--node-size", type=int, default=2, help="ranks per virtual node (default 2)")
+    ap.add_argument("--hosts", type=int, default=0,
+                    help="run on this many test-bed hosts instead of virtual nodes (needs root)")
+    ap.add_argument("--rate", default=None, help="with --hosts: every host link's rate (tc form: 1gbit)")
     ap.add_argument("--colls", default=",".join(COLLS), help="comma list of " + ",".join(COLLS))
     ap.add_argument("--min-bytes", default="8", help="smallest per-rank size (default 8)")
     ap.add_argument("--max-bytes", default="1M", help="largest per-rank size (default 1M)")
@@ -69,7 +76,12 @@ def sizes(lo: int, hi: int) -> list[int]:
     return out
 
 
-def make_comm(world: MPI.Comm, node_size: int, algorithm: str) -> Any:
+def node_size(args: argparse.Namespace) -> Optional[int]:
+    """Virtual nodes of --node-size ranks, or the real nodes (test-bed hosts) with --hosts."""
+    return None if args.hosts else args.node_size
+
+
+def make_comm(world: MPI.Comm, node_size: Optional[int], algorithm: str) -> Any:
     import pymcoll
     for coll in bc.METHODS.values():
         os.environ[f"PYMCOLL_{coll.upper()}_ALGORITHM"] = algorithm
@@ -96,7 +108,7 @@ def measure(comms: dict[str, Any], world: MPI.Comm, coll: str, size: int, args: 
     wrong = {}
     for j, impl in enumerate(calls):
         wrong[impl] = int(world.allreduce(case.verify(calls[impl], seed + 7 * j), op=MPI.SUM))
-    rec = {"coll": coll, "size": case.size, "ranks": n, "node_size": args.node_size, "root": case.root}
+    rec = {"coll": coll, "size": case.size, "ranks": n, "node_size": node_size(args), "root": case.root}
     if args.check_only:
         for rel in releases:
             rel()
@@ -156,11 +168,12 @@ def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any
 
 def run(args: argparse.Namespace) -> int:
     world = MPI.COMM_WORLD.Dup()
-    comms = {"lanes": make_comm(world, args.node_size, "lanes"), "leader": make_comm(world, args.node_size, "leader")}
+    comms = {"lanes": make_comm(world, node_size(args), "lanes"), "leader": make_comm(world, node_size(args), "leader")}
     lay = comms["lanes"].layout
     ident = bc.mpi_identity()
-    run_facts = bc.bench.describe_run(comms["lanes"], node_size=args.node_size)
-    header = {"benchmark": "lanes", "ranks": world.size, "node_size": args.node_size, "nnodes": lay.nnodes,
+    run_facts = bc.bench.describe_run(comms["lanes"], node_size=node_size(args))
+    header = {"benchmark": "lanes", "ranks": world.size, "node_size": node_size(args), "nnodes": lay.nnodes,
+              "hosts": args.hosts, "link_rate": args.rate,
               "lanes": lay.lanes, "mpi": f"{ident['mpi_name']} {ident['mpi_version']}",
               "commit": (run_facts.get("commit") or "?")[:7], "cpus": len(os.sched_getaffinity(0)),
               "check_only": args.check_only, "iters_scale": args.iters_scale, "blocks": args.blocks}
@@ -172,14 +185,17 @@ def run(args: argparse.Namespace) -> int:
         records += measure(comms, world, coll, size, args, seed=1000 + i)
     bad = sum(r["wrong"] for r in records)
     if world.rank == 0:
-        print(f"# {header['ranks']} ranks, {lay.nnodes} virtual nodes of {args.node_size} ({lay.lanes} lanes), "
+        nodes = (f"{lay.nnodes} hosts (links {args.rate or 'unlimited'})" if args.hosts
+                 else f"{lay.nnodes} virtual nodes of {args.node_size}")
+        print(f"# {header['ranks']} ranks, {nodes} ({lay.lanes} lanes), "
               f"{header['mpi']}, {header['commit']}, {header['cpus']} CPUs")
         if args.check_only:
             print(f"checked {len(todo)} cases x {len(IMPLS)} implementations: {bad} wrong elements")
         else:
             for coll in args.colls:
                 print(table(records, coll))
-        stem = args.out or os.path.join(bc.RESULTS, f"lanes_np{world.size}_ns{args.node_size}"
+        where = f"hosts{args.hosts}_{args.rate or 'unlimited'}" if args.hosts else f"ns{args.node_size}"
+        stem = args.out or os.path.join(bc.RESULTS, f"lanes_np{world.size}_{where}"
                                         + (f"_{ident['mpi_tag']}" if ident["mpi_tag"] else ""))
         os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
         with open(stem + ".json", "w") as f:
@@ -193,9 +209,31 @@ def run(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def run_on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
+    """This script on --np ranks spread over --hosts hosts of the multi-host test bed."""
+    from pymcoll.testing.cluster import Cluster, ClusterUnavailable
+
+    if args.np % args.hosts:
+        print(f"--np={args.np} must be a multiple of --hosts={args.hosts}", file=sys.stderr)
+        return 2
+    try:
+        with Cluster(args.hosts, rate=args.rate) as cl:
+            job = cl.launch([sys.executable, os.path.abspath(__file__), *argv, "--launched"], args.np // args.hosts,
+                            mpiexec=args.mpiexec, capture_output=False)
+            done = cl.finish(job, args.timeout)
+    except ClusterUnavailable as exc:
+        print(f"--hosts: {exc}", file=sys.stderr)
+        return 2
+    if done.returncode == 124:
+        print(f"the run passed --timeout={args.timeout:g} s and was stopped", file=sys.stderr)
+    return done.returncode
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.hosts and not args.launched:
+        return run_on_hosts(args, argv)
     if not args.launched and MPI.COMM_WORLD.size == 1 and args.np > 1:
         return launch_self(__file__, args.np, argv, mpiexec=args.mpiexec, timeout=args.timeout,
                            hint="raise --timeout or measure fewer sizes (--max-bytes) or collectives (--colls)")
