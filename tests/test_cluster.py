@@ -132,29 +132,41 @@ def _reader(proc: subprocess.Popen, lines: "queue.Queue[str]") -> None:
         lines.put(line.rstrip("\n"))
 
 
-@pytest.mark.timeout(200)
-def test_cut_link_raises_within_the_deadline_on_the_other_host(hosts2: tb.Cluster) -> None:
-    deadline_s = 5.0
-    proc = hosts2.launch([sys.executable, "-m", "mpi_programs.loop_until_cut"], 2, cwd=str(TESTS_DIR),
-                         env=mpi_env({"PYMCOLL_TIMEOUT": str(deadline_s)}))
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
-    seen: list[str] = []  # the ranks' lines reach mpiexec's output unordered, at times run together
+class Loop:
+    """mpi_programs.loop_until_cut on 2 ranks per host, its output read as it comes: the ranks'
+    lines reach mpiexec's output unordered, at times run together, so they are searched as text."""
 
-    def text() -> str:
-        return "\n".join(seen)
+    def __init__(self, hosts: tb.Cluster, deadline_s: float) -> None:
+        self.proc = hosts.launch([sys.executable, "-m", "mpi_programs.loop_until_cut"], 2, cwd=str(TESTS_DIR),
+                                 env=mpi_env({"PYMCOLL_TIMEOUT": str(deadline_s)}))
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=_reader, args=(self.proc, self.lines), daemon=True).start()
 
-    def pump(until: float, done) -> None:
+    def text(self) -> str:
+        return "\n".join(self.seen)
+
+    def pump(self, until: float, done) -> None:
+        """Reads lines until done() or the monotonic time `until`."""
         while not done() and time.monotonic() < until:
             try:
-                seen.append(lines.get(timeout=0.5))
+                self.seen.append(self.lines.get(timeout=0.5))
             except queue.Empty:
                 pass
 
+    def wait_looping(self, ranks: int) -> None:
+        self.pump(time.monotonic() + 90, lambda: self.text().count("looping") >= ranks)
+        assert self.text().count("looping") >= ranks, "the job did not start on every host:\n" + self.text()
+
+
+@pytest.mark.timeout(200)
+def test_cut_link_raises_within_the_deadline_on_the_other_host(hosts2: tb.Cluster) -> None:
+    deadline_s = 5.0
+    loop = Loop(hosts2, deadline_s)
+    text, pump, proc = loop.text, loop.pump, loop.proc
     raised: dict[str, float] = {}
     try:
-        pump(time.monotonic() + 90, lambda: text().count("looping") >= 4)
-        assert text().count("looping") >= 4, "the job did not start on both hosts:\n" + text()
+        loop.wait_looping(4)
         time.sleep(0.5)
         cut = time.time()
         hosts2.link_down("h2")
@@ -214,18 +226,9 @@ outside_ci = pytest.mark.skipif(CI, reason="runs outside CI (slow marker)")
 @pytest.mark.timeout(200)
 def test_killed_host_ends_the_job_without_a_hang(hosts2: tb.Cluster) -> None:
     deadline_s = 5.0
-    proc = hosts2.launch([sys.executable, "-m", "mpi_programs.loop_until_cut"], 2, cwd=str(TESTS_DIR),
-                         env=mpi_env({"PYMCOLL_TIMEOUT": str(deadline_s)}))
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
-    seen: list[str] = []
-    end = time.monotonic() + 90
-    while "\n".join(seen).count("looping") < 4 and time.monotonic() < end:
-        try:
-            seen.append(lines.get(timeout=0.5))
-        except queue.Empty:
-            pass
-    assert "\n".join(seen).count("looping") >= 4, "\n".join(seen)
+    loop = Loop(hosts2, deadline_s)
+    proc = loop.proc
+    loop.wait_looping(4)
     killed = time.monotonic()
     assert hosts2.kill("h2")
     # The job ends by itself: the ranks of h1 raise or are ended by mpiexec, whose proxy on h2 died.
@@ -234,9 +237,8 @@ def test_killed_host_ends_the_job_without_a_hang(hosts2: tb.Cluster) -> None:
     finally:
         ended_after = time.monotonic() - killed
         hosts2.end_job(proc)
-    while not lines.empty():
-        seen.append(lines.get())
-    log = "\n".join(seen)
+    loop.pump(time.monotonic() + 2, lambda: False)
+    log = loop.text()
     assert "wrong data" not in log, log
     assert ended_after <= deadline_s + 30, (ended_after, log)
     for line in re.findall(r"rank \d+ on h1: raised .*", log):

@@ -70,6 +70,13 @@ def _count(value: int, name: str, low: int = 1) -> int:
     return int(value)
 
 
+def _check_checkpoints(interval_s: float, cost_s: float) -> None:
+    _positive(interval_s, "checkpoint_interval_s", zero=True)
+    _positive(cost_s, "checkpoint_cost_s", zero=True)
+    if cost_s > 0 and interval_s == 0:
+        raise ValueError("checkpoint_cost_s > 0 needs checkpoint_interval_s > 0 (how often checkpoints are taken)")
+
+
 @dataclass(frozen=True)
 class Job:
     """The training job: its GPUs, how they sit on servers and racks, its replicas.
@@ -163,11 +170,7 @@ class Synchronous:
 
     def __post_init__(self) -> None:
         _positive(self.restart_s, "restart_s", zero=True)
-        _positive(self.checkpoint_interval_s, "checkpoint_interval_s", zero=True)
-        _positive(self.checkpoint_cost_s, "checkpoint_cost_s", zero=True)
-        if self.checkpoint_cost_s > 0 and self.checkpoint_interval_s == 0:
-            raise ValueError("checkpoint_cost_s > 0 needs checkpoint_interval_s > 0 (how often checkpoints "
-                             "are taken)")
+        _check_checkpoints(self.checkpoint_interval_s, self.checkpoint_cost_s)
 
 
 @dataclass(frozen=True)
@@ -208,11 +211,7 @@ class FTHSDP:
             raise ValueError(f"restart_drag={self.restart_drag!r}: expected a share between 0 and 1")
         if self.spare_join_s is not None:
             _positive(self.spare_join_s, "spare_join_s", zero=True)
-        _positive(self.checkpoint_interval_s, "checkpoint_interval_s", zero=True)
-        _positive(self.checkpoint_cost_s, "checkpoint_cost_s", zero=True)
-        if self.checkpoint_cost_s > 0 and self.checkpoint_interval_s == 0:
-            raise ValueError("checkpoint_cost_s > 0 needs checkpoint_interval_s > 0 (how often checkpoints "
-                             "are taken)")
+        _check_checkpoints(self.checkpoint_interval_s, self.checkpoint_cost_s)
 
     @property
     def out_s(self) -> float:
