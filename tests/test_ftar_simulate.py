@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import subprocess
 import sys
@@ -190,3 +191,33 @@ def test_job_is_a_frozen_value() -> None:
     job = Job()
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.gpus = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("min_replicas", [1, 2, 3, 4])
+def test_a_quorum_minimum_stops_the_job_while_too_few_replicas_run(min_replicas: int) -> None:
+    # Without stall and catch-up, each replica is independently absent for the restart after each of
+    # its failures (Poisson at rate / R, a failure while absent starting it again): present with
+    # probability p = e^{-rate restart / R}. The job trains at (R - k) / R while k <= R - min are absent.
+    R, mtbf, restart = 4, 20.0, 5.0
+    job = Job(gpus=R, gpus_per_server=1, replicas=R)
+    policy = FTHSDP(stall_s=0.0, restart_s=restart, catchup_s=0.0, min_replicas=min_replicas)
+    p = math.exp(-restart / (mtbf * R))
+    want = sum(math.comb(R, k) * p ** (R - k) * (1 - p) ** k * (R - k) / R for k in range(R - min_replicas + 1))
+    r = simulate(job, Failures(mtbf_s=mtbf), policy, days=20, seed=9)
+    assert r.ettr == pytest.approx(want, abs=0.005), (r.ettr, want)
+    assert (r.closed_form is None) == (min_replicas > 1)
+    if min_replicas == R:  # every failure stops everyone for the restart: e^{-rate restart}
+        assert want == pytest.approx(math.exp(-restart / mtbf))
+        assert r.first_order == pytest.approx(1 - restart / mtbf)
+
+
+def test_a_spare_keeps_the_quorum() -> None:
+    job = Job(gpus=4, gpus_per_server=1, replicas=4)
+    quorum = FTHSDP(stall_s=0.0, restart_s=5.0, min_replicas=4)
+    spared = dataclasses.replace(quorum, spares=4, spare_join_s=0.0)
+    assert simulate(job, Failures(mtbf_s=20), spared, days=5, seed=2).ettr > 0.99
+    assert simulate(job, Failures(mtbf_s=20), quorum, days=5, seed=2).ettr < 0.8
+    with pytest.raises(ValueError, match="min_replicas=5 exceeds the job's replicas=4"):
+        simulate(job, Failures(mtbf_s=20), FTHSDP(min_replicas=5))
+    with pytest.raises(ValueError, match="min_replicas=0"):
+        FTHSDP(min_replicas=0)

@@ -17,7 +17,9 @@ step redone: uniform in [0, ``step_s``)); the others then go on at (R - k) / R o
 throughput while k replicas are out. The failed replica restarts (``restart_s``) and catches up
 (``catchup_s``) before it counts again. With ``spares``, a spare replica takes the failed one's
 place after ``spare_join_s`` and the failed replica's servers return to the pool of spares once
-repaired (``restart_s``).
+repaired (``restart_s``). With ``min_replicas`` above 1 (the coordinator's quorum minimum), the
+job makes no progress while fewer replicas than that run (a replica runs again once restarted,
+while it still catches up).
 
 Failures that arrive during a recovery:
 
@@ -190,6 +192,8 @@ class FTHSDP:
         restart_drag: share of their throughput the other replicas lose while a replica
             restarts (per restarting replica): hosts shared between replicas, as in a run on one
             machine; 0 where every replica has hosts of its own.
+        min_replicas: the quorum minimum: while fewer replicas run (a replica runs again once
+            restarted, catching up or not), no step is taken. 1: the others always go on.
     """
 
     stall_s: float = 180.0
@@ -200,6 +204,7 @@ class FTHSDP:
     checkpoint_interval_s: float = 0.0
     checkpoint_cost_s: float = 0.0
     restart_drag: float = 0.0
+    min_replicas: int = 1
     name: str = field(default="ft-hsdp", init=False)
 
     def __post_init__(self) -> None:
@@ -207,6 +212,7 @@ class FTHSDP:
         _positive(self.restart_s, "restart_s", zero=True)
         _positive(self.catchup_s, "catchup_s", zero=True)
         _count(self.spares, "spares", 0)
+        _count(self.min_replicas, "min_replicas")
         if not 0.0 <= float(self.restart_drag) <= 1.0:
             raise ValueError(f"restart_drag={self.restart_drag!r}: expected a share between 0 and 1")
         if self.spare_join_s is not None:
@@ -235,7 +241,7 @@ class Result:
         policy: "synchronous" or "ft-hsdp".
         ettr: useful training time at full strength / wall time.
         closed_form: the model's expected ETTR for exponential failures (None where it has none:
-            Weibull arrivals, rack failures).
+            Weibull arrivals, rack failures, a quorum minimum above one replica).
         first_order: 1 - (failure rate x cost per failure) - checkpoint overhead.
         days: simulated wall time, in days.
         failures: failures that arrived.
@@ -340,6 +346,12 @@ def _ft(job: Job, failures: Failures, policy: FTHSDP, horizon: float, rng: np.ra
     pool = policy.spares
     drag = float(policy.restart_drag)
     restarting: list[float] = []                # when each restart under way ends (with a drag)
+    # The quorum minimum: replicas whose processes do not run, and when each runs again.
+    min_up = policy.min_replicas
+    absent: list[tuple[float, int, int]] = []   # (time the replica runs again, replica, version)
+    absent_version = [0] * R
+    runs_at = [0.0] * R
+    nabsent = 0
     ndown = 0
     stall_until = 0.0
     t = useful = stalled = reduced = 0.0
@@ -348,6 +360,9 @@ def _ft(job: Job, failures: Failures, policy: FTHSDP, horizon: float, rng: np.ra
     def run(a: float, b: float) -> None:
         # Integrate [a, b) with `ndown` replicas out; the part before stall_until makes no progress.
         nonlocal useful, stalled, reduced
+        if R - nabsent < min_up:  # too few replicas for a quorum: nobody steps
+            stalled += b - a
+            return
         free = b - max(a, stall_until)
         if free < 0.0:
             free = 0.0
@@ -360,21 +375,26 @@ def _ft(job: Job, failures: Failures, policy: FTHSDP, horizon: float, rng: np.ra
             useful += free * strength
 
     def advance(to: float) -> None:
-        nonlocal t, ndown, pool
+        nonlocal t, ndown, pool, nabsent
         while True:
             up_at = back[0][0] if back else math.inf
             restarted_at = restarting[0] if restarting else math.inf
-            when = min(up_at, restarted_at)
+            runs_again = absent[0][0] if absent else math.inf
+            when = min(up_at, restarted_at, runs_again)
             if when > to:
                 break
             run(t, when)
             t = when
-            if up_at <= restarted_at:
+            if up_at == when:
                 _, r, v = heapq.heappop(back)
                 if v == version[r]:  # else superseded by a later failure of the same replica
                     ndown -= 1
-            else:
+            elif restarted_at == when:
                 heapq.heappop(restarting)
+            else:
+                _, r, v = heapq.heappop(absent)
+                if v == absent_version[r]:
+                    nabsent -= 1
         while repairs and repairs[0] <= to:
             heapq.heappop(repairs)
             pool += 1
@@ -383,11 +403,12 @@ def _ft(job: Job, failures: Failures, policy: FTHSDP, horizon: float, rng: np.ra
 
     def fail_replica(r: int, now: float) -> bool:
         """Takes replica r out at `now`; True when it was up."""
-        nonlocal ndown, pool
+        nonlocal ndown, pool, nabsent
         was_up = until[r] <= now
         if was_up:
             ndown += 1
-        if pool > 0 and was_up:
+        spare = pool > 0 and was_up
+        if spare:
             pool -= 1
             heapq.heappush(repairs, now + repair_s)
             ready = now + join_s
@@ -397,6 +418,13 @@ def _ft(job: Job, failures: Failures, policy: FTHSDP, horizon: float, rng: np.ra
             ready = max(ready, until[r])
         if drag > 0 and repair_s > 0:
             heapq.heappush(restarting, now + repair_s)
+        if min_up > 1 and not spare:
+            # Its processes run again after the restart (a spare takes its place at once instead).
+            if runs_at[r] <= now:
+                nabsent += 1
+            runs_at[r] = now + repair_s
+            absent_version[r] += 1
+            heapq.heappush(absent, (runs_at[r], r, absent_version[r]))
         version[r] += 1
         until[r] = ready
         heapq.heappush(back, (ready, r, version[r]))
@@ -444,6 +472,8 @@ def simulate(job: Job, failures: Failures, policy: Policy, *, days: float = 1000
     if isinstance(policy, Synchronous):
         return _sync(job, failures, policy, horizon, rng)
     if isinstance(policy, FTHSDP):
+        if policy.min_replicas > job.replicas:
+            raise ValueError(f"min_replicas={policy.min_replicas} exceeds the job's replicas={job.replicas}")
         return _ft(job, failures, policy, horizon, rng)
     raise TypeError(f"policy: expected Synchronous(...) or FTHSDP(...), got {type(policy).__name__}")
 
@@ -453,7 +483,8 @@ def first_order(job: Job, failures: Failures, policy: Policy) -> float:
 
     The cost of a failure is what it takes when it is the only one: synchronous, the restart
     plus half a checkpoint interval of lost work; FT-HSDP, the stall plus half a step redone plus
-    the replica's time out over R (no spare) plus the restart's drag on the others."""
+    the replica's time out over R (no spare) plus the restart's drag on the others; where one
+    replica out leaves too few for a quorum, the restart stops everyone instead."""
     rate = 1.0 / failures.job_mtbf_s(job)
     share = _checkpoint_share(policy)
     if isinstance(policy, Synchronous):
@@ -461,8 +492,11 @@ def first_order(job: Job, failures: Failures, policy: Policy) -> float:
         cost = policy.restart_s + segment / 2.0
     else:
         R = job.replicas
-        cost = (policy.stall_s + job.step_s / 2.0 + policy.out_s / R
-                + policy.restart_drag * policy.restart_s * (R - 1) / R)
+        if policy.min_replicas >= R and policy.spares == 0:
+            cost = max(policy.stall_s, policy.restart_s) + job.step_s / 2.0 + policy.catchup_s / R
+        else:
+            cost = (policy.stall_s + job.step_s / 2.0 + policy.out_s / R
+                    + policy.restart_drag * policy.restart_s * (R - 1) / R)
     return 1.0 - rate * cost - share
 
 
@@ -478,7 +512,8 @@ def _poisson_below(k: int, mean: float) -> float:
 
 def closed_form(job: Job, failures: Failures, policy: Policy) -> Optional[float]:
     """The expected ETTR of the simulated model for exponential failures and fixed recovery
-    times; None for Weibull arrivals or rack failures, which it does not cover.
+    times; None for Weibull arrivals, rack failures or a quorum minimum above one replica, which
+    it does not cover.
 
     Synchronous: a segment of `work` plus a checkpoint completes with probability e^{-rate x
     segment}; each failure costs a restart that must itself see no failure, which takes
@@ -504,6 +539,8 @@ def closed_form(job: Job, failures: Failures, policy: Policy) -> Optional[float]
     every restart.
     """
     if failures.distribution != "exponential" or failures.rack_fraction > 0:
+        return None
+    if isinstance(policy, FTHSDP) and policy.min_replicas > 1:
         return None
     rate = 1.0 / failures.job_mtbf_s(job)
     if isinstance(policy, Synchronous):
