@@ -357,7 +357,7 @@ class Supervisor:
     def start(self) -> None:
         """The coordinator, then the replicas; their first step starts once every one is connected."""
         a = self.args
-        self.cluster.start_coordinator(min_replicas=max(1, a.replicas - 1))
+        self.cluster.start_coordinator(min_replicas=max(1, a.replicas - 1))  # one replica out: the others go on
         if not a.quiet:
             schedule = (f"kill every {a.kill_every:g} s, {self.kills_planned} kills"
                         if a.failure_mtbf is None else
@@ -629,6 +629,7 @@ class Supervisor:
             "failure_schedule": ({"kind": "every", "kill_every_s": a.kill_every} if a.failure_mtbf is None else
                                  {"kind": "exponential", "mtbf_s": a.failure_mtbf, "seed": a.failure_seed}),
             "restart_delay_s": a.restart_delay, "compute_ms": a.compute_ms,
+            "min_replicas": max(1, a.replicas - 1),
             "kill_details": kills_out,
             "training_wall_s": round(wall, 3), "median_healthy_step_s": round(median, 5),
             "effective_training_time": round(effective, 4),

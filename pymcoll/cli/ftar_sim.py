@@ -106,6 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ft.add_argument("--restart-drag", type=_number(0, "--restart-drag"), default=0.0,
                     help="share of the others' throughput a restarting replica takes, while it restarts "
                          "(default 0: replicas on hosts of their own)")
+    ft.add_argument("--min-replicas", type=_number(1, "--min-replicas", integer=True), default=1,
+                    help="the coordinator's quorum minimum: with fewer replicas running, nobody steps (default 1)")
     run = parser.add_argument_group("the simulation")
     run.add_argument("--days", type=_number(0, "--days", above=True), default=1000.0,
                      help="simulated wall time (default 1000 days)")
@@ -141,11 +143,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
             "checkpoint_cost_s": args.checkpoint_cost_min * MIN}
     sync = sim.Synchronous(restart_s=args.sync_restart_min * MIN, **ckpt)
     spare_join_s = None if args.spare_join_min is None else args.spare_join_min * MIN
+    if args.min_replicas > job.replicas:
+        raise ValueError(f"--min-replicas={args.min_replicas} exceeds --replicas={job.replicas}")
     if not calibrating:
         ft = sim.FTHSDP(stall_s=(3.0 if args.stall_min is None else args.stall_min) * MIN,
                         restart_s=(7.0 if args.restart_min is None else args.restart_min) * MIN,
                         catchup_s=(args.catchup_min or 0.0) * MIN, spares=args.spares, spare_join_s=spare_join_s,
-                        restart_drag=args.restart_drag, **ckpt)
+                        restart_drag=args.restart_drag, min_replicas=args.min_replicas, **ckpt)
         return job, failures, sync, ft, None
     from ..ftar.calibration import calibrate
 
@@ -161,7 +165,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
                     restart_s=None if args.restart_min is None else args.restart_min * MIN,
                     evict_s=args.evict_s, silent=not args.process_failures, step_s=job.step_s,
                     restart_drag=args.restart_drag)
-    ft = dataclasses.replace(cal.policy, spares=args.spares, spare_join_s=spare_join_s, **ckpt)
+    ft = dataclasses.replace(cal.policy, spares=args.spares, spare_join_s=spare_join_s,
+                             min_replicas=args.min_replicas, **ckpt)
     return job, failures, sync, ft, cal
 
 
