@@ -35,6 +35,7 @@ compute plus a small MLP, every kill a SIGKILL, the victim restarted --restart-d
     python perf/ftar_sim_validate.py                    # all of it, about 15 min on 2 cores
     python perf/ftar_sim_validate.py --speed-only
     python perf/ftar_sim_validate.py --from-runs /tmp/v  # analyse the example's summaries kept with --keep /tmp/v
+    python perf/ftar_sim_validate.py --plot-only         # the figure of results/ftar_sim_validation.json again
 
 -> results/ftar_sim_validation.json and .png. Run on a quiet machine: the replicas share the cores.
 """
@@ -287,15 +288,16 @@ def plot(plt: Any, doc: dict[str, Any]) -> Any:
         return None
     cal = doc["calibration"]["fit"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    labels = [f"MTBF {r['mtbf_s']:g} s\nseed {r['seed']}" for r in runs]
+    labels = [f"MTBF {r['mtbf_s']:g} s, seed {r['seed']}\n{r['kills']} kills: {r['prediction']['run_mtbf_s']:.0f} s apart"
+              for r in runs]
     x = list(range(len(runs)))
     measured = [100 * r["measured_ettr"] for r in runs]
     predicted = [100 * r["prediction"]["predicted"] for r in runs]
     ax1.bar([i - 0.2 for i in x], measured, 0.4, label="measured (samples-based)", color="tab:blue")
-    ax1.bar([i + 0.2 for i in x], predicted, 0.4, label="predicted (closed form x baseline)", color="tab:orange")
+    ax1.bar([i + 0.2 for i in x], predicted, 0.4, label="predicted (simulated x baseline)", color="tab:orange")
     ax1.errorbar([i + 0.2 for i in x], predicted, yerr=100 * TOLERANCE, fmt="none", ecolor="black", capsize=4,
                  label="±5 points")
-    ax1.set_xticks(x, labels)
+    ax1.set_xticks(x, labels, fontsize=8)
     ax1.set_ylabel("ETTR (%)")
     ax1.set_ylim(min(measured + predicted) - 15, 100)
     ax1.legend(loc="lower right", fontsize=8)
@@ -390,6 +392,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep the example's summaries (with their commit logs) in DIR")
     ap.add_argument("--from-runs", metavar="DIR",
                     help="analyse the summaries kept in DIR (calibration.json, run-*.json) instead of running")
+    ap.add_argument("--plot-only", action="store_true", help="draw the figure of the results file --out, run nothing")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ftar_sim_validation.json")
     a = ap.parse_args(argv)
     runs = []
@@ -397,6 +400,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         mtbf, _, seed = item.partition(":")
         runs.append((float(mtbf), int(seed or 0)))
 
+    if a.plot_only:
+        doc = json.loads(a.out.read_text())
+        print(table(doc))
+        png = a.out.with_suffix(".png")
+        if plot(doc, png):
+            print(f"wrote {png}")
+        return 0
     doc: dict[str, Any] = {"meta": run_record(**source_state(), benchmark="ftar_sim_validation",
                                               loadavg_before=list(os.getloadavg()))}
     doc["settings"] = {"replicas": a.replicas, "compute_ms": a.compute_ms, "restart_delay_s": a.restart_delay,
@@ -446,7 +456,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not a.no_speed:
         doc["speed"] = speed(a.speed_days)
     doc["meta"]["loadavg_after"] = list(os.getloadavg())
-    doc["workdir"] = str(workdir) if (a.keep or a.from_runs) else None
     print(table(doc))
     write_results(doc, a.out, plot)
     if not (a.keep or a.from_runs):
