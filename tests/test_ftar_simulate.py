@@ -221,3 +221,10 @@ def test_a_spare_keeps_the_quorum() -> None:
         simulate(job, Failures(mtbf_s=20), FTHSDP(min_replicas=5))
     with pytest.raises(ValueError, match="min_replicas=0"):
         FTHSDP(min_replicas=0)
+
+
+def test_a_job_that_never_restarts_ends_at_the_horizon() -> None:
+    # A restart of 600 s between failures 30 s apart almost never completes (e^-20): the run must
+    # still stop at its horizon, with about one failure per 30 s and no useful time.
+    r = simulate(Job(), Failures(mtbf_s=30), Synchronous(restart_s=600), days=10, seed=1)
+    assert r.ettr < 1e-6 and r.failures == pytest.approx(10 * DAY_S / 30, rel=0.03)

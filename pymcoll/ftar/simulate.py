@@ -314,7 +314,7 @@ def _sync(job: Job, failures: Failures, policy: Synchronous, horizon: float, rng
         lost += progress  # back to the last checkpoint
         progress = 0.0
         f = next(arrivals)
-        while f < t + restart:  # a failure during the restart starts it again
+        while f < t + restart and f < horizon:  # a failure during the restart starts it again
             n += 1
             down += f - t
             t = f
