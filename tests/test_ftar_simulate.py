@@ -225,6 +225,6 @@ def test_a_spare_keeps_the_quorum() -> None:
 
 def test_a_job_that_never_restarts_ends_at_the_horizon() -> None:
     # A restart of 600 s between failures 30 s apart almost never completes (e^-20): the run must
-    # still stop at its horizon, with about one failure per 30 s and no useful time.
+    # still stop at its horizon, with about one failure per 30 s and no useful time after the first.
     r = simulate(Job(), Failures(mtbf_s=30), Synchronous(restart_s=600), days=10, seed=1)
-    assert r.ettr < 1e-6 and r.failures == pytest.approx(10 * DAY_S / 30, rel=0.03)
+    assert r.ettr < 1e-3 and r.failures == pytest.approx(10 * DAY_S / 30, rel=0.03)
