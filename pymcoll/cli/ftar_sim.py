@@ -188,7 +188,8 @@ def _table(job: Any, failures: Any, results: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: float, seed: int) -> None:
+def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: float,
+          seed: int) -> list[dict[str, Any]]:
     import numpy as np
 
     from ..ftar import simulate as sim
@@ -202,6 +203,7 @@ def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: f
     per_server_day = sim.DAY_S / (failures.job_mtbf_s(job) * job.servers)
     scale = [int(g) for g in np.geomspace(1000, 200_000, 12)]
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    points: list[dict[str, Any]] = []
     for policy, color in zip(policies, ("tab:red", "tab:blue")):
         simulated, closed = [], []
         for gpus in scale:
@@ -210,6 +212,8 @@ def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: f
             r = sim.simulate(j, f, policy, days=days, seed=seed)
             simulated.append(100 * r.ettr)
             closed.append(None if r.closed_form is None else 100 * r.closed_form)
+            points.append({"policy": policy.name, "gpus": gpus, "replicas": j.replicas, "ettr": r.ettr,
+                           "closed_form": r.closed_form, "first_order": r.first_order, "failures": r.failures})
         ax.plot(scale, simulated, "o", color=color, label=f"{policy.name} (simulated)")
         if all(c is not None for c in closed):
             ax.plot(scale, closed, "-", color=color, alpha=0.6, label=f"{policy.name} (closed form)")
@@ -223,6 +227,7 @@ def _plot(path: str, job: Any, failures: Any, policies: tuple[Any, Any], days: f
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return points
 
 
 def run(args: argparse.Namespace) -> int:
@@ -242,19 +247,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r.policy}: first-order ETTR {_pct(r.first_order)}, simulated ETTR {_pct(r.ettr)}")
     else:
         print(_table(job, failures, results))
+    scale: list[dict[str, Any]] = []
+    if args.plot:
+        try:
+            scale = _plot(args.plot, job, failures, (sync, ft), min(args.days, 300.0), args.seed)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.json:
         doc = {"job": asdict(job), "failures": asdict(failures), "synchronous": asdict(sync), "ft_hsdp": asdict(ft),
                "days": args.days, "seed": args.seed, "results": [asdict(r) for r in results]}
+        if scale:
+            doc["scale"] = scale
         if cal is not None:
             doc["calibration"] = {"results_dir": cal.measurements.directory,
                                   "inputs": [asdict(i) for i in cal.inputs]}
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
-    if args.plot:
-        try:
-            _plot(args.plot, job, failures, (sync, ft), min(args.days, 300.0), args.seed)
-        except RuntimeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
     return 0
