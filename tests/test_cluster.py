@@ -200,7 +200,9 @@ def test_cli_up_run_faults_down(tmp_path) -> None:
     try:
         assert cli("up", "2").returncode == 2  # one cluster per state file
         assert "h2" in cli("show").stdout and "rate=1gbit" in cli("show").stdout
-        code = "import socket; from mpi4py import MPI; print('host', MPI.COMM_WORLD.rank, socket.gethostname())"
+        # One write per line: the ranks' outputs reach mpiexec's interleaved write by write.
+        code = ("import os, socket; from mpi4py import MPI\n"
+                "os.write(1, f'host {MPI.COMM_WORLD.rank} {socket.gethostname()}\\n'.encode())")
         job = cli("run", "--per-host", "1,2", "--", sys.executable, "-c", code)
         assert job.returncode == 0, job.stderr
         assert sorted(re.findall(r"host (\d) (h\d)", job.stdout)) == [("0", "h1"), ("1", "h2"), ("2", "h2")]

@@ -71,6 +71,7 @@ class Host:
     netns: str
     link: str
     pid: int
+    cpus: str = ""  # the CPUs its processes run on ("0,2"; "" for all)
 
 
 def _run(argv: Sequence[str], *, check: bool = True, timeout: float = _CMD_TIMEOUT) -> subprocess.CompletedProcess:
@@ -216,6 +217,7 @@ class Cluster:
             _run(["ip", "link", "add", self.bridge, "type", "bridge"])
             _run(["ip", "addr", "add", f"{self.bridge_address}/{self.subnet.prefixlen}", "dev", self.bridge])
             _run(["ip", "link", "set", self.bridge, "up"])
+            self._nhosts = hosts
             for i in range(1, hosts + 1):
                 self._add_host(i)
             self._write_launcher()
@@ -254,7 +256,7 @@ class Cluster:
                 raise ClusterUnavailable(f"host {name}: cannot make its UTS/IPC/mount namespaces: {err.strip()}")
             time.sleep(0.01)
         self._keepers.append(keeper)
-        self.hosts.append(Host(name, address, netns, link, keeper.pid))
+        self.hosts.append(Host(name, address, netns, link, keeper.pid, _cpus_of(i - 1, self._nhosts)))
 
     def host(self, host: Union[str, int, Host]) -> Host:
         """The host named `host` ("h2"), of index `host` (1-based) or `host` itself."""
@@ -268,11 +270,12 @@ class Cluster:
     def on_host(self, host: Union[str, int, Host], argv: Sequence[str]) -> list[str]:
         """The command line that runs `argv` on `host` (inside its namespaces)."""
         h = self.host(host)
-        return ["nsenter", "-t", str(h.pid), "--uts", "--ipc", "--mount", "--net", "--", *argv]
+        pin = ["taskset", "-c", h.cpus] if h.cpus else []
+        return ["nsenter", "-t", str(h.pid), "--uts", "--ipc", "--mount", "--net", "--", *pin, *argv]
 
     def _write_launcher(self) -> None:
         # Called by hydra like ssh: [-x] HOST COMMAND...; HOST is an address on the bridge.
-        table = "\n".join(f"    {h.address}) pid={h.pid} ;;" for h in self.hosts)
+        table = "\n".join(f"    {h.address}) pid={h.pid}; cpus={h.cpus or 'all'} ;;" for h in self.hosts)
         text = f"""#!/bin/sh
 # Starts a command on a test-bed host ({self.prefix}); called like ssh by mpiexec.
 [ "$1" = "-x" ] && shift
@@ -281,7 +284,8 @@ case "$1" in
     *) echo "{self.prefix}: no host $1" >&2; exit 255 ;;
 esac
 shift
-exec nsenter -t "$pid" --uts --ipc --mount --net -- sh -c "$*"
+[ "$cpus" = all ] && exec nsenter -t "$pid" --uts --ipc --mount --net -- sh -c "$*"
+exec nsenter -t "$pid" --uts --ipc --mount --net -- taskset -c "$cpus" sh -c "$*"
 """
         self.launcher = self.directory / "launch"
         self.launcher.write_text(text)
@@ -441,6 +445,18 @@ exec nsenter -t "$pid" --uts --ipc --mount --net -- sh -c "$*"
     def __repr__(self) -> str:
         hosts = ", ".join(f"{h.name}={h.address}" for h in self.hosts)
         return f"Cluster({self.prefix}: {hosts}{'; closed' if self.closed else ''})"
+
+
+def _cpus_of(index: int, hosts: int) -> str:
+    """The CPUs of host `index` of `hosts`: this process's CPUs dealt out in turn, so that hosts
+    have CPUs of their own as real hosts do (while there are enough), and a host's ranks that
+    outnumber its CPUs see it (pymcoll then yields instead of spinning)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if hosts <= 1 or not cpus:
+        return ""
+    mine = [c for j, c in enumerate(cpus) if j % hosts == index % len(cpus) % hosts] if hosts <= len(cpus) \
+        else [cpus[index % len(cpus)]]
+    return ",".join(str(c) for c in mine)
 
 
 def _check_rate(rate: str) -> None:
