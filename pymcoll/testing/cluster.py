@@ -337,7 +337,14 @@ exec nsenter -t "$pid" --uts --ipc --mount --net -- taskset -c "$cpus" sh -c "$*
             code = proc.returncode
         except subprocess.TimeoutExpired:
             self.end_job(proc)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=_CMD_TIMEOUT)
+            except subprocess.TimeoutExpired as late:
+                # A process outside the hosts still holds the output pipes: give up on the rest.
+                out, err = late.stdout, late.stderr
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
             code = 124
         return subprocess.CompletedProcess(proc.args, code, out, err)
 
