@@ -49,6 +49,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--hosts", type=int, default=0,
                     help="run on this many test-bed hosts instead of virtual nodes (needs root)")
     ap.add_argument("--rate", default=None, help="with --hosts: every host link's rate (tc form: 1gbit)")
+    ap.add_argument("--launches", type=int, default=1,
+                    help="with --hosts: launch the job this many times (each on fresh hosts) and record "
+                         "the median of the launches' medians per point (default 1)")
     ap.add_argument("--colls", default=",".join(COLLS), help="comma list of " + ",".join(COLLS))
     ap.add_argument("--min-bytes", default="8", help="smallest per-rank size (default 8)")
     ap.add_argument("--max-bytes", default="1M", help="largest per-rank size (default 1M)")
@@ -65,6 +68,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args.colls = bc.parse_list(args.colls, COLLS, "--colls")
     args.min = bc.bench.parse_size(args.min_bytes, "--min-bytes")
     args.max = bc.bench.parse_size(args.max_bytes, "--max-bytes")
+    if args.launches < 1:
+        ap.error(f"--launches={args.launches}: at least 1")
     return args
 
 
@@ -161,8 +166,10 @@ def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("ratio of medians")
     axes[1].legend(fontsize=8)
-    fig.suptitle(f"{header['ranks']} ranks as {header['nnodes']} virtual nodes of {header['node_size']} "
-                 f"({header['mpi']}, {header['commit']})", fontsize=10)
+    where = (f"{header['nnodes']} hosts, links {header.get('link_rate') or 'unlimited'}" if header.get("hosts")
+             else f"{header['nnodes']} virtual nodes of {header['node_size']}")
+    runs = f", median of {header['launches']} launches" if header.get("launches", 1) > 1 else ""
+    fig.suptitle(f"{header['ranks']} ranks as {where} ({header['mpi']}, {header['commit']}{runs})", fontsize=10)
     return fig
 
 
@@ -194,9 +201,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             for coll in args.colls:
                 print(table(records, coll))
-        where = f"hosts{args.hosts}_{args.rate or 'unlimited'}" if args.hosts else f"ns{args.node_size}"
-        stem = args.out or os.path.join(bc.RESULTS, f"lanes_np{world.size}_{where}"
-                                        + (f"_{ident['mpi_tag']}" if ident["mpi_tag"] else ""))
+        stem = default_stem(world.size, args)
         os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
         with open(stem + ".json", "w") as f:
             json.dump({"header": header, "records": records}, f, indent=1)
@@ -209,24 +214,78 @@ def run(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def default_stem(ranks: int, args: argparse.Namespace) -> str:
+    ident = bc.mpi_identity()
+    where = f"hosts{args.hosts}_{args.rate or 'unlimited'}" if args.hosts else f"ns{args.node_size}"
+    return args.out or os.path.join(bc.RESULTS, f"lanes_np{ranks}_{where}"
+                                    + (f"_{ident['mpi_tag']}" if ident["mpi_tag"] else ""))
+
+
+def merge_launches(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several launches: per point the median of the launches' medians (each
+    launch's median kept in launch_median_us); ratios recomputed from the merged medians."""
+    header = {**docs[0]["header"], "launches": len(docs)}
+    records = []
+    for i, first in enumerate(docs[0]["records"]):
+        runs = [d["records"][i] for d in docs]
+        rec = {**first, "wrong": sum(r["wrong"] for r in runs)}
+        if "median_us" in first:
+            meds = [r["median_us"] for r in runs]
+            rec.update({"median_us": float(np.median(meds)), "launch_median_us": meds,
+                        "min_us": min(r["min_us"] for r in runs), "max_us": max(r["max_us"] for r in runs),
+                        "block_us": [b for r in runs for b in r["block_us"]]})
+        records.append(rec)
+    by = {(r["coll"], r["size"], r["impl"]): r for r in records}
+    for r in records:
+        if "median_us" in r:
+            lead, mpi = by[(r["coll"], r["size"], "leader")], by[(r["coll"], r["size"], "mpi4py")]
+            r["vs_leader"] = r["median_us"] / lead["median_us"] if lead["median_us"] > 0 else None
+            r["vs_mpi"] = r["median_us"] / mpi["median_us"] if mpi["median_us"] > 0 else None
+    return {"header": header, "records": records}
+
+
 def run_on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
-    """This script on --np ranks spread over --hosts hosts of the multi-host test bed."""
+    """This script on --np ranks spread over --hosts hosts of the multi-host test bed, --launches
+    times (each on hosts made for it); several launches are merged into one result."""
     from pymcoll.testing.cluster import Cluster, ClusterUnavailable
 
     if args.np % args.hosts:
         print(f"--np={args.np} must be a multiple of --hosts={args.hosts}", file=sys.stderr)
         return 2
-    try:
-        with Cluster(args.hosts, rate=args.rate) as cl:
-            job = cl.launch([sys.executable, os.path.abspath(__file__), *argv, "--launched"], args.np // args.hosts,
-                            mpiexec=args.mpiexec, capture_output=False)
-            done = cl.finish(job, args.timeout)
-    except ClusterUnavailable as exc:
-        print(f"--hosts: {exc}", file=sys.stderr)
-        return 2
-    if done.returncode == 124:
-        print(f"the run passed --timeout={args.timeout:g} s and was stopped", file=sys.stderr)
-    return done.returncode
+    stem = default_stem(args.np, args)
+    parts = [stem] if args.launches == 1 else [f"{stem}.launch{k + 1}" for k in range(args.launches)]
+    for k, part in enumerate(parts):
+        if args.launches > 1:
+            print(f"launch {k + 1} of {args.launches}", file=sys.stderr, flush=True)
+        extra = [] if part == stem else ["--out", part, "--no-plot"]
+        try:
+            with Cluster(args.hosts, rate=args.rate) as cl:
+                job = cl.launch([sys.executable, os.path.abspath(__file__), *argv, *extra, "--launched"],
+                                args.np // args.hosts, mpiexec=args.mpiexec, capture_output=False)
+                done = cl.finish(job, args.timeout)
+        except ClusterUnavailable as exc:
+            print(f"--hosts: {exc}", file=sys.stderr)
+            return 2
+        if done.returncode == 124:
+            print(f"the run passed --timeout={args.timeout:g} s and was stopped", file=sys.stderr)
+        if done.returncode != 0:
+            return done.returncode
+    if args.launches > 1:
+        docs = []
+        for part in parts:
+            with open(part + ".json") as f:
+                docs.append(json.load(f))
+            os.remove(part + ".json")
+        merged = merge_launches(docs)
+        with open(stem + ".json", "w") as f:
+            json.dump(merged, f, indent=1)
+        for coll in args.colls:
+            print(table(merged["records"], coll))
+        if not args.check_only and not args.no_plot and plot(merged["records"], merged["header"], stem + ".png"):
+            print(f"merged {args.launches} launches: wrote {stem}.json and {stem}.png")
+        else:
+            print(f"merged {args.launches} launches: wrote {stem}.json")
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -45,9 +45,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-__all__ = ["Cluster", "Host", "ClusterUnavailable", "ClusterError", "sweep", "PREFIX_ROOT", "available"]
+__all__ = ["Cluster", "Host", "ClusterUnavailable", "ClusterError", "sweep", "PREFIX_ROOT", "TBF_BURST", "available", "rate_bits"]
 
 PREFIX_ROOT = "pmcc"
+#: tc tbf bucket of every rate-limited link, bytes: after an idle spell this much passes at once.
+TBF_BURST = 128 * 1024
 _PREFIX = re.compile(rf"^{PREFIX_ROOT}[0-9a-f]{{4}}$")
 _RATE = re.compile(r"^\d+(\.\d+)?([kmgt]?bit|[kmgt]?bps)$")
 _CMD_TIMEOUT = 30.0
@@ -376,8 +378,11 @@ exec nsenter -t "$pid" --uts --ipc --mount --net -- taskset -c "$cpus" sh -c "$*
                 _run(prefix + ["tc", "qdisc", "del", "dev", dev, "root"], check=False)
         else:
             _check_rate(rate)
-            # A burst of about 10 ms of the rate (at least 64 KiB): tbf needs one to reach the rate.
-            burst = max(64 * 1024, int(_rate_bits(rate) / 8 / 100))
+            # The smallest bucket that still reaches the rate: two of the veth's 64 KiB GSO
+            # segments (one alone holds 4 Gbit/s to 2.3). A bigger one lets a timing loop run
+            # at the veth's speed until it drains (10 ms of 4 Gbit/s outlasts a whole loop of
+            # 128 KiB calls), which no wire does.
+            burst = TBF_BURST
             for prefix, dev in (([], h.link), (inside, "eth0")):
                 _run(prefix + ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
                                "burst", str(burst), "latency", "100ms"])
@@ -471,7 +476,9 @@ def _check_rate(rate: str) -> None:
         raise ValueError(f"rate={rate!r}: expected a rate as tc writes it, e.g. '1gbit', '100mbit', '500kbit'")
 
 
-def _rate_bits(rate: str) -> float:
+def rate_bits(rate: str) -> float:
+    """Bits per second of a rate as tc writes it ("1gbit" -> 1e9; "bps" means bytes per second)."""
+    _check_rate(rate)
     m = re.match(r"^(\d+(?:\.\d+)?)([kmgt]?)(bit|bps)$", rate.lower())
     assert m is not None
     value = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2)]
