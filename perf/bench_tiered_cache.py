@@ -1,25 +1,34 @@
-"""Tiered embedding cache: hit rate, on-demand fetches, prefetch accuracy and model time per lookup.
+"""Tiered embedding cache: every policy on every trace kind and capacity, and the learned policy's margin.
 
     python perf/bench_tiered_cache.py                 # -> results/tiered_cache.{json,png}
-    python perf/bench_tiered_cache.py --rows 20000 --seeds 0 --out /tmp/tc.json   # a quick run
+    python perf/bench_tiered_cache.py --rows 20000 --seeds 0 --kinds mixed --out /tmp/tc.json   # a quick run
 
-One process (the learned policies' model runs in one background thread).
-For every trace -- the generated "irm", "bursty" and "mixed" kinds
-(make_trace, --rows rows, 8 lookups per row) for each of --seeds, and the
-ids of the DLRM example's largest table (its synthetic Criteo data, capped
-at --rows rows, --dlrm-batches batches of 2048) -- and every fast-tier
-capacity (1%, 5%, 10%, 20% of the trace's distinct rows), every policy
-(lru, lfu, opt, learned, learned+prefetch) serves the trace; scores count
-the lookups after the warm-up (the first 20%, on which the learned policies
-train). Reported per case: hit rate, on-demand fetches (and / LRU's),
-prefetches and their accuracy, model CPU time per lookup (features,
-predictions, prefetch candidates; the training is reported apart), and the
-hit rate's gap to Belady's optimum.
+One process (the learned policies' model and shadow caches run in one
+background thread). For every trace -- each generated kind of make_trace
+("irm", "bursty", "mixed", "stack", "drift", "scan"; --rows rows, 8
+lookups per row) and the ids of the DLRM example's largest table (its
+synthetic Criteo data as the example's data pipeline produces it, capped at
+--rows rows, --dlrm-batches batches of 2048), for each of --seeds -- and
+every fast-tier capacity (1%, 5%, 10%, 20% of the trace's distinct rows),
+every policy of simulate() serves the trace; scores count the lookups after
+the warm-up (the first 20%, on which the learned policies train).
+
+Reported per case: hit rate, on-demand fetches, prefetches, their accuracy
+and the share of batches the prefetcher was on, the model's CPU time per
+lookup (features and predictions) and the guard's (its shadow caches), the
+share of lookups the learned policy served following a classical policy,
+the best classical policy (the best of lru, lfu, arc, lecar, tinylfu on
+that case) and the learned policy's margin over it, and every policy's
+distance to Belady's optimum. The summary gives, per trace kind and
+capacity, the smallest margin over the seeds, and checks the learned
+policy's acceptance points. --timing also times simulate("learned") on
+10^6 lookups of a mixed trace (wall time, one process).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -31,7 +40,10 @@ from perfutil import plotter, run_record, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CAPACITIES = (0.01, 0.05, 0.10, 0.20)
-POLICIES = ("lru", "lfu", "opt", "learned", "learned+prefetch")
+CLASSICAL = ("lru", "lfu", "arc", "lecar", "tinylfu")
+POLICIES = CLASSICAL + ("opt", "learned", "learned+prefetch")
+TOLERANCE = 0.005   # learned >= best classical - 0.5 points, every case and seed
+MIXED_GOAL = 0.02   # learned >= best classical + 2 points on "mixed" at 5% (mean of the seeds)
 
 
 def traces(a: argparse.Namespace) -> list[tuple[str, int, Any]]:
@@ -41,69 +53,122 @@ def traces(a: argparse.Namespace) -> list[tuple[str, int, Any]]:
     for seed in a.seeds:
         for kind in a.kinds:
             out.append((kind, seed, make_trace(a.rows, kind, seed)))
-    if a.dlrm_batches > 0:
-        out.append(("dlrm", 0, record_dlrm_trace(a.rows, a.dlrm_batches)))
+        if a.dlrm_batches > 0:
+            out.append(("dlrm", seed, record_dlrm_trace(a.rows, a.dlrm_batches, seed=seed)))
     return out
 
 
 def run_case(trace: Any, cap: float) -> dict[str, Any]:
     from pymcoll.algorithms.tiered_cache import simulate
 
-    res = {}
-    for p in POLICIES:
-        r = simulate(trace, cap, p)
-        res[p] = r.to_dict()
-    lru = res["lru"]["on_demand_fetches"]
+    res = {p: simulate(trace, cap, p).to_dict() for p in POLICIES}
     opt = res["opt"]["hit_rate"]
+    best = max(CLASSICAL, key=lambda p: res[p]["hit_rate"])
     for p in POLICIES:
-        res[p]["fetches_vs_lru"] = res[p]["on_demand_fetches"] / lru if lru else float("nan")
         res[p]["gap_to_opt"] = opt - res[p]["hit_rate"]
-    return res
+    return {"policies": res, "best_classical": best, "best_classical_hit_rate": res[best]["hit_rate"],
+            "learned_margin": res["learned"]["hit_rate"] - res[best]["hit_rate"],
+            "prefetch_extra_fetches": res["learned+prefetch"]["on_demand_fetches"]
+            - res["learned"]["on_demand_fetches"]}
 
 
-def print_table(records: list[dict[str, Any]]) -> None:
-    print("# trace   seed  cap  policy              hit_rate  on_demand  vs_lru  prefetches  accuracy  "
-          "us/lookup  train_s  to_opt")
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per (trace, capacity): the margins over the seeds; and the acceptance checks."""
+    cases: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for r in records:
-        for p, v in r["policies"].items():
-            print(f"  {r['trace']:<7}{r['seed']:>5}{r['capacity_share']:>5.2f}  {p:<18}{v['hit_rate']:>10.4f}"
-                  f"{v['on_demand_fetches']:>11}{v['fetches_vs_lru']:>8.3f}{v['prefetches']:>12}"
-                  f"{v['prefetch_accuracy']:>10.3f}{v['us_per_lookup']:>11.3f}{v['train_seconds']:>9.2f}"
-                  f"{v['gap_to_opt']:>8.4f}")
+        cases.setdefault((r["trace"], r["capacity_share"]), []).append(r)
+    rows = []
+    for (name, cap), rs in cases.items():
+        margins = [r["learned_margin"] for r in rs]
+        rows.append({"trace": name, "capacity_share": cap, "seeds": [r["seed"] for r in rs],
+                     "min_margin": min(margins), "mean_margin": sum(margins) / len(margins),
+                     "best_classical": [r["best_classical"] for r in rs],
+                     "learned_to_opt": [r["policies"]["learned"]["gap_to_opt"] for r in rs],
+                     "max_prefetch_extra_fetches": max(r["prefetch_extra_fetches"] for r in rs)})
+    mixed5 = [r for r in rows if r["trace"] == "mixed" and abs(r["capacity_share"] - 0.05) < 1e-9]
+    learned = [p for r in records for n, p in r["policies"].items() if n == "learned"]
+    return {
+        "cases": rows,
+        "min_margin": min(r["min_margin"] for r in rows) if rows else None,
+        "within_tolerance_everywhere": all(r["min_margin"] >= -TOLERANCE for r in rows),
+        "mixed_5pct_mean_margin": mixed5[0]["mean_margin"] if mixed5 else None,
+        "mixed_goal_met": bool(mixed5) and mixed5[0]["mean_margin"] >= MIXED_GOAL,
+        "prefetch_never_more_fetches": all(r["max_prefetch_extra_fetches"] <= 0 for r in rows),
+        "max_model_us_per_lookup": max((p["us_per_lookup"] for p in learned), default=None),
+        "max_guard_us_per_lookup": max((p["guard_us_per_lookup"] for p in learned), default=None),
+    }
+
+
+def timing(rows: int = 125_000) -> dict[str, Any]:
+    """Wall time of simulate("learned") over about 10^6 lookups of a mixed trace, 5% capacity."""
+    from pymcoll.algorithms.tiered_cache import make_trace, simulate
+
+    trace = make_trace(rows, "mixed", 0, n_lookups=1_000_000)
+    started = time.perf_counter()
+    r = simulate(trace, 0.05, "learned")
+    return {"lookups": len(trace), "wall_seconds": time.perf_counter() - started,
+            "us_per_lookup": r.us_per_lookup, "guard_us_per_lookup": r.guard_us_per_lookup,
+            "train_seconds": r.train_seconds}
+
+
+def print_table(records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    print("# trace   seed  cap  " + "".join(f"{p:>9}" for p in POLICIES) + "   best      margin  to_opt  pf_on  guard")
+    for r in records:
+        v = r["policies"]
+        print(f"  {r['trace']:<7}{r['seed']:>5}{r['capacity_share']:>5.2f}  "
+              + "".join(f"{v[p]['hit_rate']:>9.4f}" for p in POLICIES)
+              + f"   {r['best_classical']:<8}{100 * r['learned_margin']:>+7.2f}{100 * v['learned']['gap_to_opt']:>8.2f}"
+              f"{v['learned+prefetch']['prefetch_on_share']:>7.2f}{v['learned']['guard_share']:>7.2f}")
+    print("# per trace and capacity: smallest margin over the seeds (points), learned to opt (points)")
+    for c in summary["cases"]:
+        print(f"  {c['trace']:<7}{c['capacity_share']:>5.2f}  min {100 * c['min_margin']:>+6.2f}  "
+              f"mean {100 * c['mean_margin']:>+6.2f}  to opt {', '.join(f'{100 * g:.2f}' for g in c['learned_to_opt'])}"
+              f"  best {','.join(c['best_classical'])}")
+    print("# " + json.dumps({k: v for k, v in summary.items() if k != "cases"}))
 
 
 @plotter("bench_tiered_cache")
 def plot(plt: Any, doc: dict[str, Any]) -> Any:
     names = list(dict.fromkeys(r["trace"] for r in doc["results"]))
-    colors = {"lru": "tab:gray", "lfu": "tab:brown", "opt": "black", "learned": "tab:blue",
-              "learned+prefetch": "tab:green"}
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), squeeze=False)
-    for col, name in enumerate(names):
-        ax = axes[0][col]
-        rows = [r for r in doc["results"] if r["trace"] == name and r["seed"] == doc["seeds"][0]]
-        rows.sort(key=lambda r: r["capacity_share"])
+    colors = {"lru": "tab:gray", "lfu": "tab:brown", "arc": "tab:purple", "lecar": "tab:olive",
+              "tinylfu": "tab:cyan", "opt": "black", "learned": "tab:blue", "learned+prefetch": "tab:green"}
+    cols = min(4, len(names))
+    nrows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.6 * nrows), squeeze=False)
+    seed = doc["seeds"][0]
+    for i, name in enumerate(names):
+        ax = axes[i // cols][i % cols]
+        rows = sorted((r for r in doc["results"] if r["trace"] == name and r["seed"] == seed),
+                      key=lambda r: r["capacity_share"])
         xs = [100 * r["capacity_share"] for r in rows]
         for p in POLICIES:
             ax.plot(xs, [r["policies"][p]["hit_rate"] for r in rows], marker="o", ms=3, color=colors[p],
-                    ls="--" if p == "opt" else "-", label=p)
+                    ls="--" if p == "opt" else ":" if p == "learned+prefetch" else "-", label=p)
         ax.set_xscale("log")
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:g}" for x in xs])
         ax.set_xlabel("fast tier (% of distinct rows)")
         ax.set_ylabel("hit rate (after warm-up)")
-        ax.set_title(f"{name} (seed {doc['seeds'][0]})" if name != "dlrm" else "DLRM example's ids", fontsize=9)
+        ax.set_title(f"{name} (seed {seed})" if name != "dlrm" else f"DLRM example's ids (seed {seed})", fontsize=9)
         ax.grid(alpha=0.3)
+    for j in range(len(names), nrows * cols):
+        axes[j // cols][j % cols].axis("off")
     axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
     return fig
 
 
 def main() -> int:
+    from pymcoll.algorithms.tiered_cache import KINDS
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the table (generated traces: 8 lookups each)")
     ap.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2])
-    ap.add_argument("--kinds", type=lambda s: s.split(","), default=["irm", "bursty", "mixed"])
+    ap.add_argument("--kinds", type=lambda s: s.split(","), default=list(KINDS))
     ap.add_argument("--capacities", type=lambda s: [float(x) for x in s.split(",")], default=list(CAPACITIES))
-    ap.add_argument("--dlrm-batches", type=int, default=200, help="batches of the DLRM ids trace (0: none)")
+    ap.add_argument("--dlrm-batches", type=int, default=200, help="batches of the DLRM ids traces (0: none)")
+    ap.add_argument("--timing", action="store_true", help="also time simulate('learned') on 10^6 lookups")
+    ap.add_argument("--progress", type=Path, default=None, help="rewrite this JSON after every case")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "tiered_cache.json")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -111,20 +176,25 @@ def main() -> int:
     records: list[dict[str, Any]] = []
     cases = traces(a)
     total = len(cases) * len(a.capacities)
-    done = 0
     started = time.perf_counter()
     for name, seed, tr in cases:
         stats = tr.stats()
         for cap in a.capacities:
-            records.append({"trace": name, "seed": seed, "capacity_share": cap, "stats": stats,
-                            "policies": run_case(tr, cap)})
-            done += 1
-            r = records[-1]["policies"]
-            print(f"[{done}/{total} {time.perf_counter() - started:6.0f}s] {name} seed {seed} cap {cap:.2f}: "
-                  + "  ".join(f"{p} {v['hit_rate']:.4f}" for p, v in r.items()), file=sys.stderr, flush=True)
-    print_table(records)
+            records.append({"trace": name, "seed": seed, "capacity_share": cap, "stats": stats, **run_case(tr, cap)})
+            r = records[-1]
+            print(f"[{len(records)}/{total} {time.perf_counter() - started:6.0f}s] {name} seed {seed} cap {cap:.2f}: "
+                  + "  ".join(f"{p} {v['hit_rate']:.4f}" for p, v in r["policies"].items())
+                  + f"  margin {100 * r['learned_margin']:+.2f}", file=sys.stderr, flush=True)
+            if a.progress is not None:
+                a.progress.write_text(json.dumps(records) + "\n")
+    summary = summarize(records)
     doc = run_record(rows=a.rows, seeds=a.seeds, kinds=a.kinds, dlrm_batches=a.dlrm_batches, warmup=0.2,
-                     results=records)
+                     policies=list(POLICIES), classical=list(CLASSICAL), tolerance=TOLERANCE, mixed_goal=MIXED_GOAL,
+                     seconds=time.perf_counter() - started, summary=summary, results=records)
+    if a.timing:
+        doc["timing"] = timing()
+        print(f"# timing: {json.dumps(doc['timing'])}")
+    print_table(records, summary)
     write_results(doc, a.out, plot)
     return 0
 

@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pymcoll.algorithms.tiered_cache import make_trace
-from pymcoll.algorithms.tiered_cache.features import FEATURE_NAMES, N_FEATURES, AccessFeatures
+from pymcoll.algorithms.tiered_cache.features import (BASE_FEATURES, FEATURE_NAMES, N_FEATURES, SCALES,
+                                                      AccessFeatures)
 from pymcoll.algorithms.tiered_cache.learned import LearnedCachePolicy
 from pymcoll.algorithms.tiered_cache.model import TinyMLP
 from pymcoll.algorithms.tiered_cache.policies import LRUPolicy, OPTPolicy, opt_next_hit, replay
@@ -54,7 +55,7 @@ def serve_batches(ids, capacity: int, policy, batch: int, start: int = 0) -> np.
 # Features
 # ---------------------------------------------------------------------------
 
-def brute_features(batches: list[list[int]], horizon: int) -> np.ndarray:
+def brute_features(batches: list[list[int]], horizon: int, scales=SCALES) -> np.ndarray:
     """The module docstring's features, one lookup at a time from each row's list of lookup times."""
     sentinel = math.log1p(horizon)
     times: dict[int, list[int]] = {}
@@ -70,10 +71,10 @@ def brute_features(batches: list[list[int]], horizon: int) -> np.ndarray:
                 math.log1p(h[-1] - h[-2]) if len(h) >= 2 else sentinel,
                 1.0 if not h else 0.0,
                 math.log1p(in_batch[row]),
-            ])
+            ] + [math.log1p(sum(math.exp(-(t - s) / tau) for s in h)) for tau in scales])
             h.append(t)
             t += 1
-    return np.array(out, dtype=np.float64).reshape(-1, N_FEATURES)
+    return np.array(out, dtype=np.float64).reshape(-1, len(BASE_FEATURES) + len(scales))
 
 
 @settings(max_examples=100, derandomize=True, deadline=None)
@@ -81,24 +82,38 @@ def brute_features(batches: list[list[int]], horizon: int) -> np.ndarray:
                     st.builds(lambda n, seed: np.random.default_rng(seed).integers(0, 12, n).tolist(),
                               st.integers(40, 200), st.integers(0, 2**32 - 1))),
        sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
-       horizon=st.sampled_from([1 << 24, 50]))
-def test_features_match_sequential_definition(ids, sizes, horizon):
+       horizon=st.sampled_from([1 << 24, 50]), scales=st.sampled_from([SCALES, (64.0, 100.0)]))
+def test_features_match_sequential_definition(ids, sizes, horizon, scales):
     batches, t, k = [], 0, 0
     while t < len(ids):
         n = sizes[k % len(sizes)]
         batches.append(ids[t:t + n])
         t += n
         k += 1
-    feats = AccessFeatures(12, horizon=horizon)
-    got, t0 = [np.zeros((0, N_FEATURES), np.float32)], 0
+    feats = AccessFeatures(12, horizon=horizon, scales=scales)
+    got, t0 = [np.zeros((0, feats.n_features), np.float32)], 0
     for b in batches:
         got.append(feats.batch(np.array(b, dtype=np.int64), t0))
         t0 += len(b)
     got = np.concatenate(got)
-    assert got.dtype == np.float32 and got.shape == (len(ids), N_FEATURES)
-    want = brute_features(batches, horizon)
-    for j, name in enumerate(FEATURE_NAMES):
-        np.testing.assert_allclose(got[:, j], want[:, j], rtol=1e-6, atol=1e-6, err_msg=name)
+    assert got.dtype == np.float32 and got.shape == (len(ids), feats.n_features)
+    want = brute_features(batches, horizon, scales)
+    for j, name in enumerate(feats.names):
+        np.testing.assert_allclose(got[:, j], want[:, j], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_decayed_counts_over_long_batches():
+    # A batch longer than a step of the decayed sums (8 x the shortest scale) is cut into steps; hot rows
+    # with long in-batch histories keep their precision.
+    ids = np.random.default_rng(3).zipf(1.3, 3000) % 40
+    feats = AccessFeatures(40, scales=(64.0, 1000.0))
+    got = feats.batch(ids, 0)
+    want = brute_features([ids.tolist()], 1 << 24, (64.0, 1000.0))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert FEATURE_NAMES == BASE_FEATURES + ("log_decayed_count_1024", "log_decayed_count_16384",
+                                             "log_decayed_count_262144") and N_FEATURES == len(FEATURE_NAMES)
+    with pytest.raises(ValueError, match="scales must be at least 64"):
+        AccessFeatures(40, scales=(10.0,))
 
 
 def test_features_hand_made():
@@ -174,16 +189,14 @@ def test_mlp_rejects_bad_shapes():
 
 class PerfectPredictor(LearnedCachePolicy):
     """The learned policy with its model replaced by the truth: p = Belady's next-access outcome,
-    scaled into (0.01, 0.99)."""
+    scaled into (0.01, 0.99); unguarded (the model's order alone)."""
 
     def __init__(self, n_rows: int, labels: np.ndarray, **kwargs) -> None:
-        super().__init__(n_rows, **kwargs)
+        super().__init__(n_rows, guard=False, **kwargs)
         self.labels = np.asarray(labels, dtype=np.float32)
 
-    def prepare(self, ids, t0):
-        super().prepare(ids, t0)
-        seen, x, _ = self._prepared[t0]
-        self._prepared[t0] = (seen, x, 0.01 + 0.98 * self.labels[t0:t0 + seen.size])
+    def _predict(self, x, ids, t0):
+        return 0.01 + 0.98 * self.labels[t0:t0 + ids.size]
 
 
 def random_trace(seed: int, n: int = 300, n_rows: int = 30) -> np.ndarray:
@@ -193,12 +206,12 @@ def random_trace(seed: int, n: int = 300, n_rows: int = 30) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_untrained_learned_policy_is_lru(seed):
+def test_untrained_unguarded_learned_policy_is_lru(seed):
     ids = random_trace(seed)
     for capacity in (1, 3, 8):
         lru = replay(ids, capacity, LRUPolicy())
-        np.testing.assert_array_equal(replay(ids, capacity, LearnedCachePolicy(30)), lru)
-        np.testing.assert_array_equal(serve_batches(ids, capacity, LearnedCachePolicy(30), 17), lru)
+        np.testing.assert_array_equal(replay(ids, capacity, LearnedCachePolicy(30, guard=False)), lru)
+        np.testing.assert_array_equal(serve_batches(ids, capacity, LearnedCachePolicy(30, guard=False), 17), lru)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)

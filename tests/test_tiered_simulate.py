@@ -44,7 +44,8 @@ def test_make_trace_statistics(kind):
     assert s == describe(trace.ids)
     assert s["lookups"] == len(trace)
     assert abs(s["singleton_fraction"] - 0.42) <= 0.02, s
-    assert s["top5pct_share"] > 0.5, s
+    if kind in ("irm", "bursty", "mixed"):  # the kinds calibrated to the skew of production traces
+        assert s["top5pct_share"] > 0.5, s
     assert trace.meta["kind"] == kind and trace.meta["seed"] == 0
 
 
@@ -79,7 +80,7 @@ def test_make_trace_groups(kind):
     trace = make_trace(20000, kind, seed=4, n_lookups=60000, locality=1.0)
     g = trace.groups
     assert g.shape == (20000,) and g.dtype == np.int64
-    if kind == "irm":
+    if kind not in ("bursty", "mixed"):  # the kinds without co-accessed groups
         assert (g == -1).all()
         return
     # 30% of the table in groups of 8 on average.

@@ -1,43 +1,109 @@
-"""The learned caching policy: a small model says which rows are worth keeping.
+"""The learned caching policy: a small model says which rows are worth keeping, and a
+guard makes it follow the best classical policy whenever the model falls behind.
 
 For each lookup the model predicts the probability that Belady's optimum,
 with the same capacity, would still hold the row at its next lookup (the
-next-access outcome; a row with no next lookup is a 0). It is trained on a
-past stretch of the trace: the policy serves the warm-up as LRU while it
-records the lookups and their features, then labels them by replaying the
-optimum over that stretch and fits the model. It can retrain on the most
-recent stretch every `retrain_every` lookups (labels need only the past).
+next-access outcome; a row with no next lookup is a 0). Its inputs are the
+access features of :mod:`.features` (recency: gaps; frequency: lookup
+counts decayed at several time scales, relative to the capacity) and the
+classical policies' own decisions (whether each of them, serving the stream
+alone, holds the row at this lookup). It is trained on a past stretch of the
+trace: the policy serves the warm-up as LRU while it records the lookups and
+their features, then labels them by replaying the optimum over that stretch
+and fits the model. It can retrain on the most recent stretch every
+`retrain_every` lookups (labels need only the past).
 
-Eviction: a row's priority is ``t + horizon * capacity * log(p)``, where t is
-its last lookup and p the prediction made then; the smallest goes first.
-So rows the model calls worth keeping age like LRU, and a row with a low p
-counts as if it had been looked up ``horizon * capacity * log(1/p)`` lookups
-earlier. With an untrained model (p = 1) the order is LRU's. With a perfect
-predictor it is Belady's as long as no row worth keeping was last looked up
-more than ``horizon * capacity * log(p_keep / p_drop)`` lookups before a row
-not worth keeping: the offset is finite on purpose, so that a row predicted
-worth keeping but never looked up again ages out instead of holding its slot
-for ever (tested both ways).
+The model's order: a row's priority is ``t + horizon * capacity * log(p)``,
+where t is its last lookup and p the prediction made then; the smallest goes
+first. So rows the model calls worth keeping age like LRU, and a row with a
+low p counts as if it had been looked up ``horizon * capacity * log(1/p)``
+lookups earlier. With an untrained model (p = 1) the order is LRU's. With a
+perfect predictor it is Belady's as long as no row worth keeping was last
+looked up more than ``horizon * capacity * log(p_keep / p_drop)`` lookups
+before a row not worth keeping: the offset is finite on purpose, so that a
+row predicted worth keeping but never looked up again ages out instead of
+holding its slot for ever (tested both ways).
 
-The model runs a batch ahead: :meth:`prepare` computes the next batch's
-features and predictions (the simulator runs it in a background thread
-while the current batch is served) and :meth:`observe` picks them up.
+The guard (:mod:`.guard`): the model's order and each classical policy of
+`experts` serve the stream as shadow caches of the same capacity; once the
+model is trained, the leader of each batch is the model's order unless a
+classical shadow had strictly more hits over the last `guard_window`
+lookups. The real fast tier follows the leader: on a miss it evicts a row
+the leader's shadow does not hold (the one the leader dropped longest ago),
+so its contents converge to the leader's and then hit exactly as the leader
+does. This is measured on the stream being served, whatever it is, not
+assumed from the kind of trace. Rows brought in by a prefetcher are not in
+any shadow: they stay, ranked by the model's order as looked up
+`prefetch_age` lookups before they came, until looked up or until no row
+outside the leader's contents is left to evict; past
+`prefetch_grace` lookups unused they go first.
+
+The model and the shadows run a batch ahead: :meth:`prepare` computes the
+next batch's shadows, features and predictions (the simulator runs it in a
+background thread while the current batch is served) and :meth:`observe`
+picks them up.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Optional
+from collections import OrderedDict
+from typing import Container, Optional, Sequence
 
 import numpy as np
 
-from .features import N_FEATURES, AccessFeatures
+from .features import AccessFeatures
+from .guard import Guard, Shadow, ShadowBatch
 from .model import TinyMLP
-from .policies import _HeapPolicy, opt_next_hit
+from .policies import _NO_PIN, CLASSIC, ONLINE, _HeapPolicy, opt_next_hit
+
+#: Time scales of the decayed counts, in capacities.
+SCALES_IN_CAPACITIES = (1.0, 8.0, 64.0)
 
 
-class LearnedCachePolicy(_HeapPolicy):
-    """Keep rows by a learned prediction of Belady's next-access outcome (see the module docstring).
+class LearnedOrder(_HeapPolicy):
+    """The model's eviction order alone: priority ``t + horizon * capacity * log(p)``, smallest first.
+
+    ``p`` comes per batch from :meth:`set_predictions` (1 before any: LRU's order).
+    """
+
+    name = "learned-order"
+
+    def __init__(self, horizon: float = 10.0, prefetch_age: int = 0) -> None:
+        super().__init__()
+        self.horizon = float(horizon)
+        self.prefetch_age = int(prefetch_age)
+        self._t0 = 0
+        self._offset: list[float] = []
+
+    def reset(self, capacity: int) -> None:
+        super().reset(capacity)
+        self._t0 = 0
+        self._offset = []
+
+    def set_predictions(self, p: np.ndarray, t0: int) -> None:
+        """The predictions of the lookups at times t0, t0+1, ..."""
+        off = self.horizon * self.capacity * np.log(np.maximum(np.asarray(p, dtype=np.float64), 1e-6))
+        self._offset, self._t0 = off.tolist(), t0
+
+    def priority(self, t: int) -> tuple:
+        i = t - self._t0
+        return (t + self._offset[i] if 0 <= i < len(self._offset) else float(t), t)
+
+    def hit(self, row: int, t: int) -> None:
+        self._set(row, self.priority(t))
+
+    def insert(self, row: int, t: int, prefetched: bool = False) -> None:
+        if prefetched:
+            # Not looked up yet: ranks as a row looked up prefetch_age lookups ago (its use is expected soon).
+            self._set(row, (float(t - self.prefetch_age), t))
+        else:
+            self._set(row, self.priority(t))
+
+
+class LearnedCachePolicy(LearnedOrder):
+    """Keep rows by a learned prediction of Belady's next-access outcome, guarded by the classical
+    policies (see the module docstring).
 
     `n_rows` is the table size (for the per-row access state). `horizon`
     scales how far back a low prediction pushes a row, in capacities.
@@ -45,74 +111,118 @@ class LearnedCachePolicy(_HeapPolicy):
     recorded so far, up to 1,000,000); `retrain_every` retrains after that
     many lookups since the last training (None: train once, when asked).
     `prefetch_age` is how many lookups older than a row just looked up a
-    prefetched row ranks when it comes in (0: as if just looked up), so an
-    unused prefetch leaves sooner.
+    prefetched row ranks when it comes in (0: as if just looked up), and
+    `prefetch_grace` how long it may stay unused before it goes first
+    (default: 4 x capacity). `experts`: the classical policies (names of
+    :data:`~.policies.CLASSIC`, not "opt") whose shadows guard the model and
+    whose decisions are features; `guard`: follow the best of them while the
+    model is behind (False: always the model's order); `guard_window`: the
+    lookups over which hits are compared.
     """
 
     name = "learned"
 
     def __init__(self, n_rows: int, *, horizon: float = 10.0, hidden: tuple[int, int] = (16, 8),
                  epochs: int = 8, window: Optional[int] = None, retrain_every: Optional[int] = None,
-                 prefetch_age: int = 0, seed: int = 0) -> None:
-        super().__init__()
+                 prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
+                 experts: Sequence[str] = ONLINE, guard: bool = True, guard_window: Optional[int] = None,
+                 guard_margin: float = 0.002) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
             raise ValueError(f"retrain_every must be a positive number of lookups or None, got {retrain_every}")
         if prefetch_age < 0:
             raise ValueError(f"prefetch_age must be a non-negative number of lookups, got {prefetch_age}")
+        if prefetch_grace is not None and prefetch_grace < 0:
+            raise ValueError(f"prefetch_grace must be a non-negative number of lookups or None, got {prefetch_grace}")
+        bad = [e for e in experts if e not in CLASSIC or e == "opt"]
+        if bad:
+            raise ValueError(f"experts must be classical online policies ({', '.join(ONLINE)}), got {bad}")
+        if guard_window is not None and guard_window < 1:
+            raise ValueError(f"guard_window must be at least 1 lookup or None, got {guard_window}")
+        super().__init__(horizon, prefetch_age)
         self.n_rows = int(n_rows)
-        self.horizon = float(horizon)
-        self.prefetch_age = int(prefetch_age)
         self.hidden = hidden
         self.epochs = epochs
         self.window = int(window) if window is not None else 1_000_000
         self.retrain_every = retrain_every
+        self.prefetch_grace = prefetch_grace
         self.seed = seed
+        self.experts = tuple(experts)
+        self.guard_on = bool(guard)
+        self.guard_window = guard_window
+        self.guard_margin = guard_margin
         self.model: Optional[TinyMLP] = None
         self.model_seconds = 0.0   # CPU time of features + predictions
+        self.guard_seconds = 0.0   # CPU time of the shadow caches
         self.train_seconds = 0.0   # CPU time of labelling + fitting
         self.predicted = 0
         self.trainings = 0
+        self._order = LearnedOrder(horizon, prefetch_age)
+        shadows = {"learned": Shadow("learned", self._order)}
+        shadows.update({e: Shadow(e, CLASSIC[e]()) for e in self.experts})
+        self.guard = Guard(shadows, "learned", guard_window or 32768, guard_margin)
         self._reset_stream()
 
     def _reset_stream(self) -> None:
-        self.features = AccessFeatures(self.n_rows)
-        self._prepared: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        scales = tuple(max(64.0, f * max(self.capacity, 1)) for f in SCALES_IN_CAPACITIES)
+        self.features = AccessFeatures(self.n_rows, scales=scales)
+        self.n_features = self.features.n_features + len(self.experts)
+        self._prepared: dict[int, tuple] = {}
         self._hist_ids: list[np.ndarray] = []
         self._hist_x: list[np.ndarray] = []
         self._hist_len = 0
         self._since_train = 0
-        self._t0 = 0
-        self._p = np.ones(0, dtype=np.float32)
         self._next_t = 0
+        self.leader = "learned"
+        self._outside: "OrderedDict[int, None]" = OrderedDict()     # held, not in the leader's shadow
+        self._prefetched: "OrderedDict[int, int]" = OrderedDict()   # held, prefetched, not looked up yet
+        self._events: Optional[tuple] = None
+        self._applied = 0
+        self._grace = self.prefetch_grace if self.prefetch_grace is not None else 4 * max(self.capacity, 1)
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
+        # The window spans at least 8 capacities of lookups: a change of leader takes about that long to pay.
+        self.guard.window = self.guard_window or max(32768, 8 * int(capacity))
+        self.guard.reset(capacity)
         self._reset_stream()
 
-    # -- the model, a batch ahead -------------------------------------------------
+    # -- the model and the shadows, a batch ahead ---------------------------------
+    def _predict(self, x: np.ndarray, ids: np.ndarray, t0: int) -> np.ndarray:
+        """The model's predictions for the lookups `ids` with features `x` (1 while untrained)."""
+        return self.model.predict(x) if self.model is not None else np.ones(ids.size, dtype=np.float32)
+
     def prepare(self, ids: np.ndarray, t0: int) -> None:
-        """Features and predictions of the batch `ids` starting at time `t0` (batches in order)."""
+        """Shadows, features and predictions of the batch `ids` starting at time `t0` (batches in order)."""
         ids = np.asarray(ids, dtype=np.int64)
         if t0 != self._next_t:
             raise ValueError(f"prepare() expects the batch at time {self._next_t}, got t0={t0}")
         start = time.thread_time()
+        shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
+        mid = time.thread_time()
         x = self.features.batch(ids, t0)
-        p = self.model.predict(x) if self.model is not None else np.ones(ids.size, dtype=np.float32)
-        self.model_seconds += time.thread_time() - start
+        if self.experts:
+            x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
+        p = self._predict(x, ids, t0)
+        end = time.thread_time()
+        self._order.set_predictions(p, t0)
+        shadows["learned"] = self.guard.shadows["learned"].run(ids, t0)
+        self.guard_seconds += (mid - start) + (time.thread_time() - end)
+        self.model_seconds += end - mid
         self.predicted += ids.size
-        self._prepared[t0] = (ids, x, p)
+        self._prepared[t0] = (ids, x, p, shadows)
         self._next_t = t0 + ids.size
 
     def observe(self, ids: np.ndarray, t0: int) -> None:
         if t0 not in self._prepared:
             self.prepare(ids, t0)
-        seen, x, p = self._prepared.pop(t0)
+        seen, x, p, shadows = self._prepared.pop(t0)
         if seen.size != np.asarray(ids).size:
             raise ValueError(f"the batch at time {t0} was prepared with {seen.size} lookups, served with "
                              f"{np.asarray(ids).size}")
-        self._t0, self._p = t0, p
+        self.set_predictions(p, t0)
+        self._follow(seen, t0, shadows)
         self._hist_ids.append(seen)
         self._hist_x.append(x)
         self._hist_len += seen.size
@@ -135,7 +245,7 @@ class LearnedCachePolicy(_HeapPolicy):
         labels = opt_next_hit(ids, self.capacity)
         # The last lookups' next-access outcome lies beyond the record: leave them out.
         keep = max(1, int(ids.size * 0.9))
-        model = TinyMLP(N_FEATURES, self.hidden, seed=self.seed + self.trainings)
+        model = TinyMLP(x.shape[1], self.hidden, seed=self.seed + self.trainings)
         loss = model.fit(x[:keep], labels[:keep], epochs=self.epochs, seed=self.seed + self.trainings)
         self.model = model
         self.trainings += 1
@@ -144,18 +254,67 @@ class LearnedCachePolicy(_HeapPolicy):
         self.train_seconds += spent
         return {"examples": keep, "positive": float(labels[:keep].mean()), "loss": loss, "seconds": spent}
 
-    # -- replacement ---------------------------------------------------------------
-    def _priority(self, t: int) -> tuple:
-        i = t - self._t0
-        p = float(self._p[i]) if 0 <= i < self._p.size else 1.0
-        return (t + self.horizon * self.capacity * np.log(max(p, 1e-6)), t)
+    # -- following the leader ---------------------------------------------------------
+    def _follow(self, ids: np.ndarray, t0: int, shadows: dict[str, ShadowBatch]) -> None:
+        """Choose the batch's leader (from the batches before it) and take up its events."""
+        self._apply_all()
+        leader = self.guard.choose() if self.guard_on else "learned"
+        if leader != self.leader:
+            # The rows held that the new leader did not hold when this batch began.
+            rows = [r for r in self._key if r not in self._prefetched]
+            held = self.guard.shadows[leader].held_at_start(rows, ids, shadows[leader])
+            out = sorted((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h)
+            self._outside = OrderedDict((r, None) for _, r in out)
+            self.leader = leader
+        self.guard.record(shadows, self.leader)
+        b = shadows[self.leader]
+        self._events = (t0, ids.tolist(), b.hits.tolist(), b.evicted.tolist())
+        self._applied = 0
+
+    def _apply(self, t: int) -> None:
+        """Take up the leader's evictions and entries up to lookup `t` (it serves each lookup first)."""
+        if self._events is None:
+            return
+        t0, ids, hits, evicted = self._events
+        end = min(t - t0 + 1, len(ids))
+        key, outside, pf = self._key, self._outside, self._prefetched
+        for k in range(self._applied, end):
+            v = evicted[k]
+            if v >= 0 and v in key and v not in pf:
+                outside[v] = None
+            if not hits[k]:
+                outside.pop(ids[k], None)
+        if end > self._applied:
+            self._applied = end
+
+    def _apply_all(self) -> None:
+        if self._events is not None:
+            self._apply(self._events[0] + len(self._events[1]))
 
     def hit(self, row: int, t: int) -> None:
-        self._set(row, self._priority(t))
+        self._apply(t)
+        self._prefetched.pop(row, None)
+        self._set(row, self.priority(t))
 
     def insert(self, row: int, t: int, prefetched: bool = False) -> None:
+        self._apply(t)
+        super().insert(row, t, prefetched)
         if prefetched:
-            # Not looked up yet: ranks as a row looked up prefetch_age lookups ago (its use is expected soon).
-            self._set(row, (float(t - self.prefetch_age), t))
-        else:
-            self._set(row, self._priority(t))
+            self._prefetched[row] = t
+
+    def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
+        self._apply(t)
+        for row in self._outside:
+            if row not in pinned:
+                return row
+        for row, since in self._prefetched.items():
+            if t - since <= self._grace:
+                break
+            if row not in pinned:
+                return row
+        return super().victim(t, pinned)
+
+    def remove(self, row: int) -> None:
+        super().remove(row)
+        self._outside.pop(row, None)
+        self._prefetched.pop(row, None)

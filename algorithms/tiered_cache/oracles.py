@@ -38,6 +38,7 @@ class NextBatchOracle(LearnedPrefetcher):
     """
 
     name = "next-batch-oracle"
+    gated = False
 
     def __init__(self, trace: Trace, per_batch: int, *, latest_first: bool = False) -> None:
         if per_batch < 1:
@@ -67,6 +68,7 @@ class GroupOracle(LearnedPrefetcher):
     """
 
     name = "group-oracle"
+    gated = False
 
     def __init__(self, trace: Trace, *, gap: Optional[int] = None, per_batch: Optional[int] = None) -> None:
         if trace.groups is None:

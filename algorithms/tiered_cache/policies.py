@@ -15,14 +15,24 @@ The interface, used by :class:`~.store.TieredEmbeddingStore` and
   (a container of rows in use); it is not removed until ``remove``;
 * ``remove(row)``: `row` left the fast tier.
 
-Policies that use the trace itself (Belady's optimum, the learned ones) also
-have ``observe(ids, t0)``: the lookups ``ids`` at times ``t0, t0+1, ...``
-are about to be served (a whole batch, before its first lookup).
+Policies that use the trace itself (Belady's optimum, the learned ones, and
+the adaptive ones, which learn from the row being missed) also have
+``observe(ids, t0)``: the lookups ``ids`` at times ``t0, t0+1, ...`` are
+about to be served (a whole batch, before its first lookup).
+
+The policies: :class:`LRUPolicy`, :class:`LFUPolicy`, Belady's optimum
+:class:`OPTPolicy` (offline: the limit), and three adaptive ones that need
+no future: :class:`ARCPolicy` (recency and frequency lists with a
+self-tuning split), :class:`LeCaRPolicy` (LRU and LFU mixed by regret
+weights) and :class:`TinyLFUPolicy` (a frequency admission filter in front
+of LRU).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import random
 from collections import OrderedDict
 from typing import Container, Optional
 
@@ -198,6 +208,347 @@ class LFUPolicy(_HeapPolicy):
             self._touch(row, t)
 
 
+class _IncomingRow:
+    """Mixin: remembers the observed lookups, so that ``victim(t)`` knows the row looked up at `t`.
+
+    Adaptive policies (ARC, LeCaR) learn from a miss before choosing its
+    victim; the interface names the missing row only after (``insert``), but
+    the batch announced by ``observe`` says which row lookup `t` is for.
+    """
+
+    def _remember(self, ids: np.ndarray, t0: int) -> None:
+        self._seen_ids = np.asarray(ids)
+        self._seen_t0 = int(t0)
+
+    def _incoming(self, t: int) -> Optional[int]:
+        ids = getattr(self, "_seen_ids", None)
+        if ids is None:
+            return None
+        i = t - self._seen_t0
+        return int(ids[i]) if 0 <= i < ids.size else None
+
+
+def _first_unpinned(order: "OrderedDict[int, None]", pinned: Container[int]) -> Optional[int]:
+    for row in order:
+        if row not in pinned:
+            return row
+    return None
+
+
+class ARCPolicy(_IncomingRow, Policy):
+    """Adaptive Replacement Cache: recency and frequency lists with a self-tuning split.
+
+    Held rows are in T1 (looked up once since they entered) or T2 (looked up
+    again); B1 and B2 remember, without data, the rows last evicted from
+    each (together at most twice the capacity). A miss on a row in B1 means
+    T1 was too small: the target size ``p`` of T1 grows (by
+    ``max(1, |B2| / |B1|)``); a miss on a row in B2 shrinks it likewise. The
+    victim is T1's least recently used row while T1 is larger than ``p``
+    (or equal to it and the missing row is in B2), else T2's. This is the
+    published algorithm (Megiddo and Modha, 2003) behind the fast tier's
+    interface: the row being missed is known from ``observe``; without it
+    the miss counts as one on a row in no list. Pinned rows are skipped
+    (then the other list is used).
+    """
+
+    name = "arc"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t1: "OrderedDict[int, None]" = OrderedDict()
+        self.t2: "OrderedDict[int, None]" = OrderedDict()
+        self.b1: "OrderedDict[int, None]" = OrderedDict()
+        self.b2: "OrderedDict[int, None]" = OrderedDict()
+        self.p = 0.0
+        self._adapted_at = -1
+        self._plan: Optional[tuple] = None  # (victim, ghost list or None, time)
+
+    def reset(self, capacity: int) -> None:
+        super().reset(capacity)
+        for d in (self.t1, self.t2, self.b1, self.b2):
+            d.clear()
+        self.p = 0.0
+        self._adapted_at = -1
+        self._plan = None
+        self._seen_ids = None
+
+    def observe(self, ids: np.ndarray, t0: int) -> None:
+        self._remember(ids, t0)
+
+    def _adapt(self, row: int, t: int) -> None:
+        """Move the target size of T1 after a miss on a remembered row (once per lookup)."""
+        if self._adapted_at == t:
+            return
+        self._adapted_at = t
+        if row in self.b1:
+            self.p = min(float(self.capacity), self.p + max(1.0, len(self.b2) / len(self.b1)))
+        elif row in self.b2:
+            self.p = max(0.0, self.p - max(1.0, len(self.b1) / len(self.b2)))
+
+    def hit(self, row: int, t: int) -> None:
+        if row in self.t1:
+            del self.t1[row]
+        else:
+            del self.t2[row]
+        self.t2[row] = None
+
+    def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
+        x = self._incoming(t)
+        in_b1 = x is not None and x in self.b1
+        in_b2 = x is not None and x in self.b2
+        if in_b1 or in_b2:
+            self._adapt(x, t)  # type: ignore[arg-type]
+        elif len(self.t1) + len(self.b1) >= self.capacity and len(self.t1) >= self.capacity:
+            # T1 fills the whole directory share: its oldest row leaves without a ghost.
+            row = _first_unpinned(self.t1, pinned)
+            if row is not None:
+                self._plan = (row, None, t)
+                return row
+        n1 = len(self.t1)
+        first, second = ((self.t1, self.b1), (self.t2, self.b2))
+        if not (n1 >= 1 and (n1 > self.p or (in_b2 and n1 == self.p))):
+            first, second = second, first
+        for held, ghost in (first, second):
+            row = _first_unpinned(held, pinned)
+            if row is not None:
+                self._plan = (row, ghost, t)
+                return row
+        raise _all_pinned(self.capacity)
+
+    def remove(self, row: int) -> None:
+        if row in self.t1:
+            del self.t1[row]
+        else:
+            del self.t2[row]
+        plan, self._plan = self._plan, None
+        if plan is not None and plan[0] == row and plan[1] is not None:
+            plan[1][row] = None
+
+    def insert(self, row: int, t: int, prefetched: bool = False) -> None:
+        if not prefetched and (row in self.b1 or row in self.b2):
+            self._adapt(row, t)
+            (self.b1 if row in self.b1 else self.b2).pop(row)
+            self.t2[row] = None
+            return
+        self.b1.pop(row, None)
+        self.b2.pop(row, None)
+        # Keep the directory within bounds: T1 + B1 <= c and all four lists <= 2c.
+        if len(self.t1) + len(self.b1) >= self.capacity:
+            if self.b1:
+                self.b1.popitem(last=False)
+        elif len(self.t1) + len(self.t2) + len(self.b1) + len(self.b2) >= 2 * self.capacity and self.b2:
+            self.b2.popitem(last=False)
+        self.t1[row] = None
+
+    def __len__(self) -> int:
+        return len(self.t1) + len(self.t2)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self.t1 or row in self.t2
+
+
+class LeCaRPolicy(_IncomingRow, Policy):
+    """LRU and LFU mixed by regret: each eviction follows one of them, chosen with learned weights.
+
+    Both experts order the same held rows (LRU by last lookup, LFU by the
+    lookup counts of :class:`LFUPolicy`). At a miss the victim is LRU's with
+    probability ``w_lru``, else LFU's, and the evicted row goes into that
+    expert's history (at most `capacity` rows each, oldest dropped). A miss
+    on a row in an expert's history means that expert's eviction was a
+    mistake: its weight is multiplied by ``exp(-learning_rate * d ** age)``,
+    ``age`` the lookups since the eviction and ``d = 0.005 ** (1 / capacity)``
+    (a mistake noticed late counts less), and the weights are renormalized.
+    This is LeCaR (Vietri et al., 2018) with its published constants;
+    `seed` fixes the random choices.
+    """
+
+    name = "lecar"
+
+    def __init__(self, learning_rate: float = 0.45, seed: int = 0) -> None:
+        super().__init__()
+        if learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+        self.learning_rate = float(learning_rate)
+        self.seed = seed
+        self.lru = LRUPolicy()
+        self.lfu = LFUPolicy()
+        self.w_lru = 0.5
+        self.history: dict[str, "OrderedDict[int, int]"] = {"lru": OrderedDict(), "lfu": OrderedDict()}
+        self._rng = random.Random(seed)
+        self._learned_at = -1
+        self._plan: Optional[tuple[int, str, int]] = None
+        self._discount = 1.0
+
+    def reset(self, capacity: int) -> None:
+        super().reset(capacity)
+        self.lru.reset(capacity)
+        self.lfu.reset(capacity)
+        self.w_lru = 0.5
+        for h in self.history.values():
+            h.clear()
+        self._rng = random.Random(self.seed)
+        self._learned_at = -1
+        self._plan = None
+        self._seen_ids = None
+        self._discount = 0.005 ** (1.0 / self.capacity)
+
+    def observe(self, ids: np.ndarray, t0: int) -> None:
+        self._remember(ids, t0)
+
+    def _learn(self, row: int, t: int) -> None:
+        """Penalize the expert whose eviction of `row` is now a miss (once per lookup)."""
+        if self._learned_at == t:
+            return
+        self._learned_at = t
+        for name, h in self.history.items():
+            evicted = h.pop(row, None)
+            if evicted is None:
+                continue
+            w_lru, w_lfu = self.w_lru, 1.0 - self.w_lru
+            penalty = math.exp(-self.learning_rate * self._discount ** (t - evicted))
+            if name == "lru":
+                w_lru *= penalty
+            else:
+                w_lfu *= penalty
+            self.w_lru = w_lru / (w_lru + w_lfu)
+
+    def hit(self, row: int, t: int) -> None:
+        self.lru.hit(row, t)
+        self.lfu.hit(row, t)
+
+    def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
+        x = self._incoming(t)
+        if x is not None:
+            self._learn(x, t)
+        expert = "lru" if self._rng.random() < self.w_lru else "lfu"
+        row = (self.lru if expert == "lru" else self.lfu).victim(t, pinned)
+        self._plan = (row, expert, t)
+        return row
+
+    def remove(self, row: int) -> None:
+        self.lru.remove(row)
+        self.lfu.remove(row)
+        plan, self._plan = self._plan, None
+        if plan is not None and plan[0] == row:
+            h = self.history[plan[1]]
+            h[row] = plan[2]
+            if len(h) > self.capacity:
+                h.popitem(last=False)
+
+    def insert(self, row: int, t: int, prefetched: bool = False) -> None:
+        if not prefetched:
+            self._learn(row, t)
+        for h in self.history.values():
+            h.pop(row, None)
+        self.lru.insert(row, t, prefetched)
+        self.lfu.insert(row, t, prefetched)
+
+    def __len__(self) -> int:
+        return len(self.lru)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self.lru
+
+
+class TinyLFUPolicy(Policy):
+    """W-TinyLFU in front of LRU: a small LRU window, then an LRU main region guarded by frequency.
+
+    Every row looked up enters the window (`window` of the capacity, at
+    least one row). When a slot is needed and the window is full, its oldest
+    row is the candidate to move into the main region: it does, evicting the
+    main region's least recently used row, if it was looked up more often
+    (in the recent counts) than that row; otherwise the candidate itself is
+    evicted. While the window is not full, the main region's oldest row goes.
+    The recent counts count every lookup and are halved every `sample`
+    lookups (default 10 x capacity), so popularity fades. Exact counts stand
+    in for the published count-min sketch (Einziger et al., 2017), which
+    approximates them in less memory; the admission rule is the same.
+    """
+
+    name = "tinylfu"
+
+    def __init__(self, window: float = 0.01, sample: Optional[int] = None) -> None:
+        super().__init__()
+        if not 0.0 < window < 1.0:
+            raise ValueError(f"window must be a share of the capacity in (0, 1), got {window}")
+        if sample is not None and sample < 1:
+            raise ValueError(f"sample must be a positive number of lookups or None, got {sample}")
+        self.window_share = float(window)
+        self.sample_asked = sample
+        self.win: "OrderedDict[int, None]" = OrderedDict()
+        self.main: "OrderedDict[int, None]" = OrderedDict()
+        self.freq: dict[int, int] = {}
+        self.window_rows = 1
+        self.sample = 10
+        self._counted = 0
+        self._plan: Optional[tuple[int, Optional[int]]] = None
+
+    def reset(self, capacity: int) -> None:
+        super().reset(capacity)
+        self.win.clear()
+        self.main.clear()
+        self.freq.clear()
+        self.window_rows = max(1, int(round(self.window_share * capacity)))
+        self.sample = self.sample_asked if self.sample_asked is not None else 10 * capacity
+        self._counted = 0
+        self._plan = None
+
+    def _count(self, row: int) -> None:
+        self.freq[row] = self.freq.get(row, 0) + 1
+        self._counted += 1
+        if self._counted >= self.sample:
+            # Ageing: halve every count, forget the zeros.
+            self.freq = {r: c >> 1 for r, c in self.freq.items() if c > 1}
+            self._counted = 0
+
+    def hit(self, row: int, t: int) -> None:
+        self._count(row)
+        if row in self.win:
+            self.win.move_to_end(row)
+        else:
+            self.main.move_to_end(row)
+
+    def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
+        candidate = _first_unpinned(self.win, pinned) if len(self.win) >= self.window_rows else None
+        loser = _first_unpinned(self.main, pinned)
+        if candidate is not None and loser is not None:
+            if self.freq.get(candidate, 0) > self.freq.get(loser, 0):
+                self._plan = (loser, candidate)
+                return loser
+            self._plan = (candidate, None)
+            return candidate
+        row = loser if loser is not None else _first_unpinned(self.win, pinned)
+        if row is None:
+            raise _all_pinned(self.capacity)
+        self._plan = (row, None)
+        return row
+
+    def remove(self, row: int) -> None:
+        if row in self.win:
+            del self.win[row]
+        else:
+            del self.main[row]
+        plan, self._plan = self._plan, None
+        if plan is not None and plan[0] == row and plan[1] is not None and plan[1] in self.win:
+            del self.win[plan[1]]
+            self.main[plan[1]] = None  # admitted: the candidate moves into the main region
+
+    def insert(self, row: int, t: int, prefetched: bool = False) -> None:
+        if not prefetched:
+            self._count(row)
+        self.win[row] = None
+        # Filling up: the window's overflow moves to the main region (no one is evicted yet).
+        while len(self.win) > self.window_rows and len(self.win) + len(self.main) <= self.capacity:
+            old, _ = self.win.popitem(last=False)
+            self.main[old] = None
+
+    def __len__(self) -> int:
+        return len(self.win) + len(self.main)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self.win or row in self.main
+
+
 def next_use(ids: np.ndarray) -> np.ndarray:
     """For each position i of `ids`, the next position holding the same id (len(ids) if none)."""
     ids = np.asarray(ids)
@@ -281,7 +632,11 @@ class OPTPolicy(_HeapPolicy):
 
 
 #: The classic policies by name (as the store and the simulator accept them).
-CLASSIC = {"lru": LRUPolicy, "lfu": LFUPolicy, "opt": OPTPolicy}
+CLASSIC = {"lru": LRUPolicy, "lfu": LFUPolicy, "arc": ARCPolicy, "lecar": LeCaRPolicy, "tinylfu": TinyLFUPolicy,
+           "opt": OPTPolicy}
+
+#: The classic policies that need no knowledge of the future (all of CLASSIC but Belady's optimum).
+ONLINE = ("lru", "lfu", "arc", "lecar", "tinylfu")
 
 
 def replay(ids: np.ndarray, capacity: int, policy: Policy) -> np.ndarray:

@@ -33,13 +33,21 @@ threshold, at most `budget` of them ranked by confidence, are prefetched
 after batch i (the simulator computes them in a background thread while
 batch i is served) and occupy fast-tier slots like any row.
 
-The prefetcher also checks itself as it goes: each prediction is scored
-right or wrong by the lookups that follow (within the reach), and while
-the running precision (decayed by `decay` per batch, once `min_checked`
-predictions are scored) is below `min_precision` it pauses, still scoring
-the predictions it would make, and resumes when they are right often enough
-again. A wrong prefetch is not free -- it takes a slot a useful row held --
-so a prefetcher that is often wrong costs more hits than it saves.
+The prefetcher also checks itself as it goes, and runs only while it pays.
+Each prediction is scored right or wrong by the lookups that follow (within
+the reach): its running precision, decayed by `decay` per batch. A prefetch
+is not free: it takes the slot of a row the cache held, and when that row
+is looked up within the reach the prefetch cost a hit. The simulator tells
+the prefetcher which rows its prefetches evicted (:meth:`evicted`), and
+these are scored the same way: the running cost, the share of those
+evictions that lost a hit. A right prefetch saves one miss and every
+prefetch risks the cost, so prefetching pays while the precision is above
+the cost: the break-even is the running cost (at least `min_precision`).
+Once `min_checked` predictions are scored, the prefetcher is *on* only
+while its running precision is at or above the break-even; while off it
+keeps scoring the predictions it would make and turns on again when they
+are right often enough. ``on_batches`` / ``batches`` count how often it
+was on (the simulator reports the share over the scored batches).
 """
 
 from __future__ import annotations
@@ -56,9 +64,10 @@ class LearnedPrefetcher:
     """Association prefetcher trained on Belady's misses (see the module docstring)."""
 
     name = "learned-prefetch"
+    gated = True  # runs only while it pays (see the module docstring)
 
     def __init__(self, n_rows: int, *, window: int = 8192, fanout: int = 1024, min_support: int = 2,
-                 min_precision: float = 0.3, budget: Optional[int] = None, gap: Optional[int] = None,
+                 min_precision: float = 0.5, budget: Optional[int] = None, gap: Optional[int] = None,
                  per_row: int = 8, max_pairs: int = 8_000_000, decay: float = 0.98,
                  min_checked: int = 50) -> None:
         for name, value in (("window", window), ("fanout", fanout), ("min_support", min_support),
@@ -97,6 +106,13 @@ class LearnedPrefetcher:
         self._right = 0.0
         self._scored = 0.0
         self.paused_batches = 0
+        # The evictions its prefetches caused, awaiting their verdict (row -> deadline), decayed tallies.
+        self._victims: dict[int, int] = {}
+        self._lost = 0.0
+        self._victims_scored = 0.0
+        self.on = False
+        self.on_batches = 0
+        self.batches = 0
 
     # -- learning ---------------------------------------------------------------
     def _triggers(self, ids: np.ndarray, t0: int, last: np.ndarray) -> np.ndarray:
@@ -237,8 +253,40 @@ class LearnedPrefetcher:
         """The decayed share of scored predictions that were right (1.0 before any is scored)."""
         return self._right / self._scored if self._scored > 0 else 1.0
 
+    @property
+    def running_cost(self) -> float:
+        """The decayed share of the rows its prefetches evicted that were looked up within the reach."""
+        return self._lost / self._victims_scored if self._victims_scored > 0 else 0.0
+
+    @property
+    def break_even(self) -> float:
+        """The precision below which prefetching costs more hits than it saves."""
+        return max(self.min_precision, self.running_cost)
+
+    def evicted(self, rows: np.ndarray, t: int) -> None:
+        """The rows evicted at time `t` to make room for this prefetcher's rows (scored like predictions)."""
+        for row in np.asarray(rows, dtype=np.int64).tolist():
+            self._victims.setdefault(row, t + self.reach)
+
+    def _score_victims(self, ids: np.ndarray, t0: int) -> None:
+        self._lost *= self.decay
+        self._victims_scored *= self.decay
+        if not self._victims:
+            return
+        for t, row in enumerate(ids.tolist(), start=t0):
+            deadline = self._victims.pop(row, None)
+            if deadline is not None:
+                self._victims_scored += 1.0
+                self._lost += 1.0 if t <= deadline else 0.0
+        end = t0 + ids.size
+        expired = [row for row, deadline in self._victims.items() if deadline < end]
+        for row in expired:
+            del self._victims[row]
+        self._victims_scored += len(expired)
+
     def _score(self, ids: np.ndarray, t0: int) -> None:
         """Verdicts on the outstanding predictions from the lookups `ids` at t0, t0+1, ..."""
+        self._score_victims(ids, t0)
         self._right *= self.decay
         self._scored *= self.decay
         if not self._outstanding:
@@ -280,9 +328,15 @@ class LearnedPrefetcher:
                 out = rows[np.argsort(-conf, kind="stable")][: self.budget_used]
         for row in out.tolist():
             self._outstanding.setdefault(row, end + self.reach)
-        if out.size and self._scored >= self.min_checked and self.running_precision < self.min_precision:
+        # On while it pays (or until enough predictions are scored to tell); never without a threshold.
+        self.on = bool(np.isfinite(self.threshold)) and (
+            self._scored < self.min_checked or self.running_precision >= self.break_even)
+        if self.capacity:
+            self.batches += 1
+            self.on_batches += self.on
+        if out.size and not self.on:
             self.paused_batches += 1
-            out = out[:0]  # paused: the predictions stay outstanding, to be scored all the same
+            out = out[:0]  # off: the predictions stay outstanding, to be scored all the same
         self.model_seconds += time.thread_time() - start
         self.predicted += ids.size
         return out

@@ -24,12 +24,19 @@ from .prefetch import LearnedPrefetcher
 from .traces import Trace
 
 #: Policy names :func:`simulate` accepts.
-POLICIES = ("lru", "lfu", "opt", "learned", "learned+prefetch")
+POLICIES = ("lru", "lfu", "arc", "lecar", "tinylfu", "opt", "learned", "learned+prefetch")
 
 
 @dataclass
 class SimResult:
-    """What a simulation measured, over the scored lookups (after the warm-up)."""
+    """What a simulation measured, over the scored lookups (after the warm-up).
+
+    Times are CPU seconds over the whole run, scaled to the scored lookups.
+    ``guard_seconds``: the learned policy's shadow caches. ``prefetch_on_share``:
+    the share of scored batches in which the prefetcher was on (its measured
+    precision at or above its break-even). ``guard_share``: the share of
+    scored lookups the learned policy served following a classical policy.
+    """
 
     policy: str
     capacity: int
@@ -41,6 +48,9 @@ class SimResult:
     model_seconds: float
     train_seconds: float
     seconds: float
+    guard_seconds: float = 0.0
+    prefetch_on_share: float = 0.0
+    guard_share: float = 0.0
 
     @property
     def hit_rate(self) -> float:
@@ -57,10 +67,15 @@ class SimResult:
         """Model CPU time (features, predictions, prefetch candidates) per lookup, in microseconds."""
         return 1e6 * self.model_seconds / self.lookups if self.lookups else 0.0
 
+    @property
+    def guard_us_per_lookup(self) -> float:
+        """The learned policy's shadow caches' CPU time per lookup, in microseconds (0 for the others)."""
+        return 1e6 * self.guard_seconds / self.lookups if self.lookups else 0.0
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(hit_rate=self.hit_rate, prefetch_accuracy=self.prefetch_accuracy,
-                 us_per_lookup=self.us_per_lookup)
+                 us_per_lookup=self.us_per_lookup, guard_us_per_lookup=self.guard_us_per_lookup)
         return d
 
 
@@ -147,6 +162,8 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
     # a row prefetched in the warm-up and used after it counts neither as a prefetch nor as a use.
     pending: dict[int, bool] = {}
     hits = misses = prefetches = used = 0
+    on_batches = scored_batches = 0
+    led_before: Optional[dict] = None
     trained = not learned and pf is None  # nothing to train
     pool = ThreadPoolExecutor(max_workers=1) if background else None
 
@@ -167,6 +184,8 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                 if pf is not None:
                     pf.train(ids[:t0], cap)
                 trained = True
+            if learned and led_before is None and t0 >= warm_end:
+                led_before = dict(pol.guard.led)
             pol.observe(b, t0)
             job = pool.submit(ahead, i) if pool is not None else None
             for t, row in enumerate(b.tolist(), start=t0):
@@ -185,8 +204,13 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                     if t >= warm_end:
                         misses += 1
             rows = job.result() if job is not None else ahead(i)
+            if pf is not None and t0 >= warm_end:
+                scored_batches += 1
+                # A gated prefetcher says whether it was on; any other was on when it prefetched.
+                on_batches += bool(pf.on) if getattr(pf, "gated", False) else bool(rows is not None and rows.size)
             if rows is not None and rows.size:
                 t_next = t0 + b.size
+                evicted = []
                 for row in rows.tolist():
                     if in_cache(row):
                         continue
@@ -194,10 +218,13 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                         victim = pol.victim(t_next)
                         pol.remove(victim)
                         pending.pop(victim, None)
+                        evicted.append(victim)
                     pol.insert(row, t_next, prefetched=True)
                     pending[row] = t_next >= warm_end
                     if t_next >= warm_end:
                         prefetches += 1
+                if evicted and hasattr(pf, "evicted"):
+                    pf.evicted(np.asarray(evicted, dtype=np.int64), t_next)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
@@ -207,7 +234,13 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
     scored_lookups = n - warm_end
     # Model time is per lookup of the whole run (the model runs on the warm-up too).
     predicted = max(getattr(pol, "predicted", 0), pf.predicted if pf is not None else 0, 1)
+    guard_share = 0.0
+    if learned and led_before is not None and scored_lookups:
+        followed = sum(v - led_before.get(k, 0) for k, v in pol.guard.led.items() if k != "learned")
+        guard_share = followed / scored_lookups
     return SimResult(policy=label, capacity=cap, lookups=scored_lookups, hits=hits, on_demand_fetches=misses,
                      prefetches=prefetches, prefetch_used=used,
                      model_seconds=model_s * scored_lookups / predicted, train_seconds=train_s,
-                     seconds=elapsed)
+                     seconds=elapsed, guard_seconds=getattr(pol, "guard_seconds", 0.0) * scored_lookups / predicted,
+                     prefetch_on_share=on_batches / scored_batches if scored_batches else 0.0,
+                     guard_share=guard_share)

@@ -19,6 +19,24 @@ comes in bursts):
 ``"mixed"``
     Both: a Zipf-popular hot set, bursty groups, and rows touched once, in
     proportions where neither recency nor frequency alone is right.
+``"stack"``
+    The LRU stack-depth model: each lookup takes the row at a random depth
+    of the stack of rows ordered by last lookup (depth d with probability
+    proportional to ``(d + 1) ** -1.2``, depths below ``n_rows / 4``), or a
+    new row with probability 0.05. Reuse is pure recency: the regime where
+    LRU is right and counts mislead.
+``"drift"``
+    Popularity drift: a Zipf popularity (exponent 1.0) over a pool of 40% of
+    the rows whose ranking rotates 16 times over the trace, each time by a
+    sixteenth of the pool, so the hot set is replaced and the rows that were
+    hot become the coldest. Frequency counted over the whole past misleads;
+    decayed counts and recency follow.
+``"scan"``
+    Scans over a hot set: 70% of the lookups draw from a Zipf popularity
+    (exponent 0.9) over 10% of the rows, 30% are scans, each reading
+    ``n_rows / 50`` consecutive rows of a scan region (half of the rows) from
+    a random start, contiguously in time. A scan's rows are not looked up
+    again soon: the regime where admission (TinyLFU) and ARC's split win.
 
 In every kind the rows touched once are topped up until they make up
 ``singleton_fraction`` (0.42) of the distinct rows, and the ids are
@@ -30,7 +48,9 @@ group's lookups follow its wake-up: 1 packs them into about one batch,
 LRU and 0.85 under Belady's optimum, the hit rates reported for comparable
 production traces; the other constants come from the calibration facts
 above (hot-set Zipf exponent 1.1, groups of 8 rows on average, 4 lookups
-per member per wake-up).
+per member per wake-up). The constants of the three kinds added after
+them ("stack", "drift", "scan") are the ones stated above, frozen, so that
+a trace of a kind and seed is the same from one version to the next.
 """
 
 from __future__ import annotations
@@ -41,7 +61,7 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
-KINDS = ("irm", "bursty", "mixed")
+KINDS = ("irm", "bursty", "mixed", "stack", "drift", "scan")
 
 #: Meta's reported share of embedding rows accessed only once.
 SINGLETON_FRACTION = 0.42
@@ -167,6 +187,11 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
         raise ValueError(f"n_lookups ({n}) must be at least one batch ({batch_size})")
     rng = np.random.default_rng([seed, KINDS.index(kind), 0x7ace])
 
+    if kind in ("stack", "drift", "scan"):
+        ids, tt, next_row = _REGIME[kind](n_rows, n, batch_size, rng)
+        return _finish(ids, tt, next_row, None, n_rows, n, kind, seed, batch_size, rng, locality,
+                       singleton_fraction, {"hot_lookups": 0, "group_lookups": 0})
+
     # Row ranges of the components, scrambled at the end.
     share = {"irm": (1.0, 0.0), "bursty": (0.08, 0.92), "mixed": (0.55, 0.45)}[kind]
     n_hot_lookups = int(round(n * share[0] * 0.96))
@@ -214,6 +239,17 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
         group_of[starts[0]:starts[0] + int(sizes.sum())] = np.repeat(np.arange(n_groups), sizes)
     ids = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     tt = np.concatenate(times) if times else np.zeros(0)
+    return _finish(ids, tt, next_row, group_of, n_rows, n, kind, seed, batch_size, rng, locality,
+                   singleton_fraction, {"hot_lookups": n_hot_lookups,
+                                        "group_lookups": int(ids.size - n_hot_lookups)})
+
+
+def _finish(ids: np.ndarray, tt: np.ndarray, next_row: int, group_of: Optional[np.ndarray], n_rows: int, n: int,
+            kind: str, seed: int, batch_size: int, rng: np.random.Generator, locality: float,
+            singleton_fraction: float, parts: dict) -> Trace:
+    """Top up the rows touched once, order the lookups by time, scramble the ids."""
+    if group_of is None:
+        group_of = np.full(n_rows, -1, dtype=np.int64)
     # Top up rows touched once until they are `singleton_fraction` of the distinct rows.
     _, counts = np.unique(ids, return_counts=True)
     distinct, singles = counts.size, int(np.sum(counts == 1))
@@ -228,11 +264,70 @@ def make_trace(n_rows: int, kind: str = "mixed", seed: int = 0, *, n_lookups: Op
     perm = rng.permutation(n_rows)
     out = perm[ids[order]]
     meta = {"kind": kind, "seed": seed, "n_rows": n_rows, "n_lookups_asked": n, "locality": locality,
-            "singleton_fraction_asked": singleton_fraction, "hot_lookups": n_hot_lookups,
-            "group_lookups": int(ids.size - n_hot_lookups - extra), "once_rows": extra}
+            "singleton_fraction_asked": singleton_fraction, **parts, "once_rows": extra}
     groups = np.empty(n_rows, dtype=np.int64)
     groups[perm] = group_of
     return Trace(out, n_rows=n_rows, batch_size=batch_size, meta=meta, groups=groups)
+
+
+def _stack_model(n_rows: int, n: int, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """The "stack" kind's lookups (before the rows touched once): see the module docstring."""
+    n_main = int(round(n * 0.96))
+    max_depth = max(16, n_rows // 4)
+    w = _zipf_weights(max_depth, 1.2)
+    depths = rng.choice(max_depth, size=n_main, p=w).tolist()
+    new = (rng.random(n_main) < 0.05).tolist()
+    stack: list[int] = []  # most recent first
+    out = np.empty(n_main, dtype=np.int64)
+    next_row = 0
+    limit = int(n_rows * 0.5)  # the model's own rows; the rest is left for rows touched once
+    for i in range(n_main):
+        d = depths[i]
+        if new[i] or d >= len(stack):
+            if next_row < limit:
+                row = next_row
+                next_row += 1
+            else:
+                row = stack.pop()  # out of new rows: the deepest comes back
+        else:
+            row = stack.pop(d)
+        stack.insert(0, row)
+        if len(stack) > max_depth:
+            stack.pop()
+        out[i] = row
+    # Lookups in this order: times are positions (the top-up spreads its rows among them).
+    return out, np.arange(n_main, dtype=np.float64) * (n / max(1, n_main)), next_row
+
+
+def _drift_model(n_rows: int, n: int, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """The "drift" kind's lookups (before the rows touched once): see the module docstring."""
+    n_main = int(round(n * 0.96))
+    pool = max(100, int(n_rows * 0.4))
+    ranks = rng.choice(pool, size=n_main, p=_zipf_weights(pool, 1.0))
+    times = np.sort(rng.uniform(0, n, size=n_main))
+    period = n / 16.0
+    phase = (times // period).astype(np.int64) * (pool // 16)
+    return (ranks + phase) % pool, times, pool
+
+
+def _scan_model(n_rows: int, n: int, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """The "scan" kind's lookups (before the rows touched once): see the module docstring."""
+    n_main = int(round(n * 0.96))
+    hot = max(100, int(n_rows * 0.1))
+    region = max(100, int(n_rows * 0.5))
+    scan_len = max(10, n_rows // 50)
+    n_hot = int(round(n_main * 0.7))
+    hot_ids = rng.choice(hot, size=n_hot, p=_zipf_weights(hot, 0.9))
+    hot_t = rng.uniform(0, n, size=n_hot)
+    n_scans = max(1, (n_main - n_hot) // scan_len)
+    starts = rng.integers(0, region - scan_len + 1, size=n_scans)
+    scan_ids = (starts[:, None] + np.arange(scan_len)[None, :]).ravel() + hot
+    # A scan's lookups come one after the other: tiny time steps after its start.
+    scan_t = (rng.uniform(0, n, size=n_scans)[:, None] + np.arange(scan_len)[None, :] * 1e-7).ravel()
+    return np.concatenate([hot_ids, scan_ids]), np.concatenate([hot_t, scan_t]), hot + region
+
+
+_REGIME = {"stack": _stack_model, "drift": _drift_model, "scan": _scan_model}
 
 
 def record_dlrm_trace(n_rows: int, n_batches: int, batch_size: int = 2048, seed: int = 0,
