@@ -111,8 +111,8 @@ class Guard:
     rival's hits must exceed the leader's to take over.
     """
 
-    def __init__(self, shadows: dict[str, Shadow], preferred: str, window: int = 32768,
-                 margin: float = 0.002) -> None:
+    def __init__(self, shadows: dict[str, Shadow], preferred: str, window: int = 65536,
+                 margin: float = 0.005) -> None:
         if preferred not in shadows:
             raise ValueError(f"preferred={preferred!r} is not one of the shadows {sorted(shadows)}")
         if window < 1:

@@ -126,7 +126,7 @@ class LearnedCachePolicy(LearnedOrder):
                  epochs: int = 8, window: Optional[int] = None, retrain_every: Optional[int] = None,
                  prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
                  experts: Sequence[str] = ONLINE, guard: bool = True, guard_window: Optional[int] = None,
-                 guard_margin: float = 0.002) -> None:
+                 guard_margin: float = 0.005) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
@@ -161,7 +161,7 @@ class LearnedCachePolicy(LearnedOrder):
         self._order = LearnedOrder(horizon, prefetch_age)
         shadows = {"learned": Shadow("learned", self._order)}
         shadows.update({e: Shadow(e, CLASSIC[e]()) for e in self.experts})
-        self.guard = Guard(shadows, "learned", guard_window or 32768, guard_margin)
+        self.guard = Guard(shadows, "learned", guard_window or 65536, guard_margin)
         self._reset_stream()
 
     def _reset_stream(self) -> None:
@@ -183,8 +183,8 @@ class LearnedCachePolicy(LearnedOrder):
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
-        # The window spans at least 8 capacities of lookups: a change of leader takes about that long to pay.
-        self.guard.window = self.guard_window or max(32768, 8 * int(capacity))
+        # The window spans at least 16 capacities of lookups: a change of leader takes long to pay off.
+        self.guard.window = self.guard_window or max(65536, 16 * int(capacity))
         self.guard.reset(capacity)
         self._reset_stream()
 
