@@ -401,7 +401,7 @@ def measure_shapes(configs: set[tuple[int, int, str]]) -> dict[str, Any]:
                   flush=True)
             free = _job(cl, per_host, ["--link-only"])["one_way"]
             x, y = np.array(free["sizes"][-4:], float), np.array(free["seconds"][-4:])
-            beta_tcp = float(np.polyfit(x, y, 1)[0])
+            beta_tcp = float(np.polyfit(x, y, 1)[0])  # as stack_seconds_per_byte, on these hosts
             cpus = min(len(h.cpus.split(",")) if h.cpus else os.cpu_count() or 1 for h in cl.hosts)
             for rate in sorted(r for h, p, r in configs if (h, p) == (hosts, per_host)):
                 print(f"cost_model_hosts: {hosts} hosts x {per_host} ranks at {rate} ...", file=sys.stderr, flush=True)
@@ -411,6 +411,17 @@ def measure_shapes(configs: set[tuple[int, int, str]]) -> dict[str, Any]:
                 terms.update({"rate": rate, "beta_tcp": beta_tcp, "unlimited_one_way": free, "cpus_per_host": cpus})
                 out[config_key(hosts, per_host, rate)] = terms
     return out
+
+
+def stack_seconds_per_byte(per_host: int = 1) -> float:
+    """TCP's and the veth's CPU per byte between two test-bed hosts on unlimited links: the slope
+    of MPI one-way times from 8 KiB to 512 KiB."""
+    from pymcoll.testing.cluster import Cluster
+
+    with Cluster(2) as cl:
+        free = _job(cl, per_host, ["--link-only"])["one_way"]
+    x, y = np.array(free["sizes"][-4:], float), np.array(free["seconds"][-4:])
+    return float(np.polyfit(x, y, 1)[0])
 
 
 def config_key(hosts: int, per_host: int, rate: str) -> str:

@@ -46,3 +46,34 @@ def test_timer_sums_per_exchange() -> None:
     assert t.total() == 1.75
     t.reset()
     assert t.total() == 0.0
+
+
+def test_tcp_link_adds_framing_and_the_stack_per_byte() -> None:
+    wire = LinkLimiter(1.0)
+    tcp = LinkLimiter.tcp(1.0, stack_gbps=10.0)
+    nbytes = 125_000_000  # 1 Gbit: 1 s on the bare wire
+    framing = 1514 / 1448
+    assert tcp.transfer_seconds(nbytes, 0) == pytest.approx(framing + 0.1)
+    assert tcp.transfer_seconds(nbytes, 0) > wire.transfer_seconds(nbytes, 0)
+    # Without a stack term only the framing remains; no rate, no time.
+    assert LinkLimiter.tcp(1.0).transfer_seconds(nbytes, 0) == pytest.approx(framing)
+    assert LinkLimiter.tcp(None).transfer_seconds(nbytes, nbytes) == 0.0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kwargs,name", [({"efficiency": 0.0}, "efficiency"), ({"efficiency": 1.5}, "efficiency"),
+                                         ({"stack_gbps": 0.0}, "stack_gbps"), ({"stack_gbps": -2.0}, "stack_gbps")])
+def test_bad_link_terms_name_the_argument(kwargs: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        LinkLimiter(1.0, **kwargs)
+
+
+def test_exchange_takes_a_link_or_its_settings_not_both() -> None:
+    from pymcoll.algorithms.dlrm.exchange import Exchange
+
+    class Solo:
+        rank, size, name = 0, 1, "solo"
+
+    link = LinkLimiter.tcp(4.0)
+    assert Exchange(Solo(), link=link).limiter is link  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="link"):
+        Exchange(Solo(), link=link, link_gbps=4.0)  # type: ignore[arg-type]

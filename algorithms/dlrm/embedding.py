@@ -26,6 +26,7 @@ from .block_codec import BlockCodec
 from .data import SparseFeatures
 from .exchange import (Exchange, PooledAllToAll, RoutedInput, check_local_input, plan_signature, pooled_layout,
                        route_sparse)
+from .link import LinkLimiter
 from .planner import ShardingPlan, plan_tables
 from .tables import ShardTable, local_tables
 from .transport import PymcollTransport, Transport
@@ -80,13 +81,15 @@ class ShardedEmbeddingBagCollection(torch.nn.Module):
             (None: floats as they are).
         link_gbps: emulated link bandwidth per rank (None: no limit).
         link_latency_us: emulated link latency per rank (None: none).
+        link: an emulated link as a :class:`~.link.LinkLimiter` (e.g. ``LinkLimiter.tcp(1.0)``),
+            instead of link_gbps and link_latency_us.
     """
 
     def __init__(self, table_sizes: Sequence[int], dim: int, transport: Any = None, *,
                  plan: Optional[ShardingPlan] = None, kinds: Union[str, Sequence[str]] = "auto",
                  pooling: str = "sum", optimizer: str = "sgd", lr: float = 0.01, eps: float = 1e-8,
                  seed: int = 0, codec: Optional[BlockCodec] = None, link_gbps: Optional[float] = None,
-                 link_latency_us: float = 0.0) -> None:
+                 link_latency_us: float = 0.0, link: Optional[LinkLimiter] = None) -> None:
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}: use 'sum' or 'mean'")
@@ -104,7 +107,8 @@ class ShardedEmbeddingBagCollection(torch.nn.Module):
         if self.plan.dim != self.dim or len(self.plan.tables) != len(self.table_sizes):
             raise ValueError("plan: made for other tables or another dimension than table_sizes and dim")
         self.pooling, self.optimizer, self.lr, self.eps, self.seed = pooling, optimizer, float(lr), eps, seed
-        self.exchange = Exchange(self.transport, link_gbps=link_gbps, link_latency_us=link_latency_us, codec=codec)
+        self.exchange = Exchange(self.transport, link_gbps=link_gbps, link_latency_us=link_latency_us, codec=codec,
+                                 link=link)
         self.rank = self.transport.rank
         self.kinds = [t.kind for t in self.plan.tables]
         self.signature = plan_signature(self.plan, self.table_sizes, pooling)

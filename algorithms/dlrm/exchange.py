@@ -49,16 +49,21 @@ class Exchange:
     """The collectives of the embedding exchange, timed, paced and optionally encoded."""
 
     def __init__(self, transport: Transport, *, link_gbps: Optional[float] = None, link_latency_us: float = 0.0,
-                 codec: Optional[BlockCodec] = None) -> None:
+                 codec: Optional[BlockCodec] = None, link: Optional[LinkLimiter] = None) -> None:
         self.transport = transport
         self.rank, self.size = transport.rank, transport.size
-        self.limiter = LinkLimiter(link_gbps, link_latency_us)
+        if link is not None and (link_gbps is not None or link_latency_us):
+            raise ValueError("link: give either a LinkLimiter or link_gbps/link_latency_us, not both")
+        self.limiter = link if link is not None else LinkLimiter(link_gbps, link_latency_us)
         self.codec = codec
         if codec is not None:
             codec.attach(self)
         self.timer = ExchangeTimer()
         # Wall time of the pooled exchange end to end (encoding, sizes, transfer, decoding), per direction.
         self.pooled_seconds = {"forward": 0.0, "backward": 0.0}
+        # The last pooled exchange's (start, end) per direction, time.perf_counter() seconds: with
+        # every rank's, the part of an exchange after the last rank entered it.
+        self.pooled_window = {"forward": (0.0, 0.0), "backward": (0.0, 0.0)}
         self.step = 0  # forward exchanges so far (BlockInfo.step)
         # Called as observer(name, arrived, left) after every collective (time.perf_counter() seconds):
         # how a timeline sees this rank wait at each synchronization.
@@ -370,7 +375,9 @@ class PooledAllToAll(torch.autograd.Function):
             out = _encoded_alltoallv(exchange, "pooled", send, layout.send_blocks, layout.recv_blocks, exchange.size)
         else:
             out = _plain_alltoallv(exchange, "pooled", send, layout.send_counts, layout.recv_counts)
-        exchange.pooled_seconds["forward"] += time.perf_counter() - started
+        left = time.perf_counter()
+        exchange.pooled_seconds["forward"] += left - started
+        exchange.pooled_window["forward"] = (started, left)
         return out
 
     @staticmethod
@@ -384,5 +391,7 @@ class PooledAllToAll(torch.autograd.Function):
                                       [_reverse(b) for b in layout.send_blocks], exchange.size)
         else:
             back = _plain_alltoallv(exchange, "pooled_grad", grad, layout.recv_counts, layout.send_counts)
-        exchange.pooled_seconds["backward"] += time.perf_counter() - started
+        left = time.perf_counter()
+        exchange.pooled_seconds["backward"] += left - started
+        exchange.pooled_window["backward"] = (started, left)
         return None, None, back
