@@ -8,35 +8,41 @@ tier. This package gives:
 
 * :mod:`.store`: :class:`TieredEmbeddingStore`, the two-tier table (batch
   lookups, write-back of updated rows, pinning of rows in use);
-* :mod:`.policies`: LRU, LFU and Belady's optimum (offline) behind one
-  interface, and the replay and labelling helpers;
+* :mod:`.policies`: LRU, LFU, ARC, LeCaR, W-TinyLFU and Belady's optimum
+  (offline) behind one interface, and the replay and labelling helpers;
 * :mod:`.learned`: the learned caching policy (a small model of Belady's
-  next-access outcome); :mod:`.prefetch`: the learned prefetcher (rows that
-  miss together); :mod:`.features` and :mod:`.model` are their inputs and model;
+  next-access outcome, guarded by the classical policies: :mod:`.guard`
+  keeps shadow caches of them and the real tier follows whichever was ahead
+  over a recent window); :mod:`.prefetch`: the learned prefetcher (rows that
+  miss together, on only while it pays); :mod:`.features` and :mod:`.model`
+  are their inputs and model;
 * :mod:`.oracles`: offline prefetchers (handed the next batch, or knowing
   the co-access groups) that bound what prefetching can do on a trace;
 * :mod:`.traces`: generated traces calibrated to Meta's public statistics
-  (``make_trace``) and traces recorded from the DLRM example's data;
+  and traces that stress one regime each (``make_trace``), and traces
+  recorded from the DLRM example's data (``record_dlrm_trace``);
 * :mod:`.simulate`: ``simulate(trace, capacity, policy)`` and its result.
 
 Typical use::
 
-    from pymcoll.algorithms.tiered_cache import make_trace, simulate
+    from pymcoll.algorithms.tiered_cache import POLICIES, make_trace, simulate
     trace = make_trace(100_000, "mixed", seed=0)
-    for policy in ("lru", "lfu", "opt", "learned", "learned+prefetch"):
+    for policy in POLICIES:   # lru, lfu, arc, lecar, tinylfu, opt, learned, learned+prefetch
         r = simulate(trace, 0.05, policy)
-        print(policy, r.hit_rate, r.on_demand_fetches, r.prefetch_accuracy, r.us_per_lookup)
+        print(policy, r.hit_rate, r.on_demand_fetches, r.prefetch_on_share, r.us_per_lookup)
 """
 
 from .learned import LearnedCachePolicy
 from .oracles import GroupOracle, NextBatchOracle
-from .policies import CLASSIC, LFUPolicy, LRUPolicy, OPTPolicy, Policy, next_use, opt_next_hit, replay
+from .guard import Guard, Shadow
+from .policies import (CLASSIC, ONLINE, ARCPolicy, LeCaRPolicy, LFUPolicy, LRUPolicy, OPTPolicy, Policy, TinyLFUPolicy,
+                       next_use, opt_next_hit, replay)
 from .prefetch import LearnedPrefetcher
 from .simulate import POLICIES, SimResult, resolve_capacity, simulate
 from .store import CapacityError, TieredEmbeddingStore
 from .traces import KINDS, Trace, describe, make_trace, record_dlrm_trace
 
-__all__ = ["CLASSIC", "CapacityError", "GroupOracle", "KINDS", "LFUPolicy", "LRUPolicy", "LearnedCachePolicy",
-           "LearnedPrefetcher", "NextBatchOracle", "OPTPolicy", "POLICIES", "Policy", "SimResult",
-           "TieredEmbeddingStore", "Trace", "describe", "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace",
-           "replay", "resolve_capacity", "simulate"]
+__all__ = ["ARCPolicy", "CLASSIC", "CapacityError", "GroupOracle", "Guard", "KINDS", "LFUPolicy", "LRUPolicy",
+           "LeCaRPolicy", "LearnedCachePolicy", "LearnedPrefetcher", "NextBatchOracle", "ONLINE", "OPTPolicy",
+           "POLICIES", "Policy", "Shadow", "SimResult", "TieredEmbeddingStore", "TinyLFUPolicy", "Trace", "describe",
+           "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay", "resolve_capacity", "simulate"]

@@ -29,7 +29,7 @@ The guard (:mod:`.guard`): the model's order and each classical policy of
 model is trained, the leader of each batch is the model's order unless a
 classical shadow had strictly more hits over the last `guard_window`
 lookups. The real fast tier follows the leader: on a miss it evicts a row
-the leader's shadow does not hold (the one the leader dropped longest ago),
+the leader's shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
 does. This is measured on the stream being served, whatever it is, not
 assumed from the kind of trace. Rows brought in by a prefetcher are not in
@@ -183,8 +183,10 @@ class LearnedCachePolicy(LearnedOrder):
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
-        # The window spans at least 16 capacities of lookups: a change of leader takes long to pay off.
-        self.guard.window = self.guard_window or max(65536, 16 * int(capacity))
+        # The window spans 32 capacities of lookups (at least 4 batches): long enough that the noise in
+        # the hits of close rivals does not hand the lead back and forth (each change costs misses),
+        # short enough to notice a stream whose best policy changes.
+        self.guard.window = self.guard_window or max(8192, 32 * int(capacity))
         self.guard.reset(capacity)
         self._reset_stream()
 
@@ -263,7 +265,8 @@ class LearnedCachePolicy(LearnedOrder):
             # The rows held that the new leader did not hold when this batch began.
             rows = [r for r in self._key if r not in self._prefetched]
             held = self.guard.shadows[leader].held_at_start(rows, ids, shadows[leader])
-            out = sorted((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h)
+            # Most recently looked up first: the victims are taken from the end (see victim()).
+            out = sorted(((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h), reverse=True)
             self._outside = OrderedDict((r, None) for _, r in out)
             self.leader = leader
         self.guard.record(shadows, self.leader)
@@ -304,7 +307,9 @@ class LearnedCachePolicy(LearnedOrder):
 
     def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
         self._apply(t)
-        for row in self._outside:
+        # Newest first: the row the leader dropped last is the one it values least now; rows held since
+        # a change of leader go after it, the least recently looked up first.
+        for row in reversed(self._outside):
             if row not in pinned:
                 return row
         for row, since in self._prefetched.items():

@@ -91,9 +91,10 @@ def _check_dtype(dtype: object) -> np.dtype:
 
 
 def make_policy(policy: PolicyLike, n_rows: Optional[int] = None) -> Policy:
-    """A policy from a name (``"lru"``, ``"lfu"``, ``"opt"``, ``"learned"``), a policy class, or an
-    object (returned as is). ``"learned"`` needs the table's `n_rows`; it serves as LRU until its
-    ``train()`` is called on the lookups served so far.
+    """A policy from a name (``"lru"``, ``"lfu"``, ``"arc"``, ``"lecar"``, ``"tinylfu"``, ``"opt"``,
+    ``"learned"``), a policy class, or an object (returned as is). ``"learned"`` needs the table's
+    `n_rows`; until its ``train()`` is called on the lookups served so far its model's order is
+    LRU's, and its guard follows whichever classical policy's shadow is ahead.
 
     Any object with ``reset``, ``hit``, ``insert``, ``victim`` and ``remove``
     (the interface of :class:`~.policies.Policy`) is accepted; ``observe`` is

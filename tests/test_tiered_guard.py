@@ -1,0 +1,245 @@
+"""The learned policy's guard: shadow caches, the choice of leader, and the real tier following it.
+
+Shadows serve a batch exactly as replay() does and can say what they held
+before it; the guard keeps the leader through close calls and hands over
+only on a lead larger than its margin; the real fast tier, following a
+leader, evicts only rows the leader does not hold. And the promise it all
+serves: on random id arrays of several shapes, the learned policy stays
+within 0.5 points of the best classical policy; with a prefetcher it never
+fetches more on demand than without, on every trace kind.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pymcoll.algorithms.tiered_cache import (KINDS, LearnedCachePolicy, LearnedPrefetcher, make_trace,
+                                             record_dlrm_trace, simulate)
+from pymcoll.algorithms.tiered_cache.guard import Guard, Shadow, ShadowBatch
+from pymcoll.algorithms.tiered_cache.policies import CLASSIC, ONLINE, replay
+
+CI = bool(os.environ.get("CI"))
+
+
+def zipf_ids(rng: np.random.Generator, rows: int, n: int, alpha: float) -> np.ndarray:
+    w = np.arange(1, rows + 1, dtype=np.float64) ** -alpha
+    return rng.choice(rows, size=n, p=w / w.sum())
+
+
+# ---------------------------------------------------------------------------
+# Shadows
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ONLINE)
+def test_shadow_serves_as_replay_does(name):
+    ids = zipf_ids(np.random.default_rng(1), 300, 5000, 0.9)
+    want = replay(ids, 40, CLASSIC[name]())
+    shadow = Shadow(name, CLASSIC[name]())
+    shadow.reset(40)
+    got, held_before = [], None
+    for t0 in range(0, ids.size, 700):
+        b = ids[t0:t0 + 700]
+        before = {r for r in range(300) if r in shadow.policy}
+        batch = shadow.run(b, t0)
+        assert isinstance(batch, ShadowBatch) and batch.t0 == t0
+        got.append(batch.hits)
+        # Evictions happen only on misses once full, and name rows held then.
+        assert np.all(batch.evicted[batch.hits] == -1)
+        # What it held before the batch, told from after it and the batch's events.
+        rows = list(range(300))
+        assert shadow.held_at_start(rows, b, batch) == [r in before for r in rows]
+        held_before = before
+    assert held_before is not None
+    np.testing.assert_array_equal(np.concatenate(got), want)
+
+
+# ---------------------------------------------------------------------------
+# The choice of leader
+# ---------------------------------------------------------------------------
+
+def fake_batch(n: int, hits: int) -> ShadowBatch:
+    h = np.zeros(n, dtype=bool)
+    h[:hits] = True
+    return ShadowBatch(0, h, np.full(n, -1, dtype=np.int64))
+
+
+def test_guard_keeps_its_leader_through_close_calls():
+    shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
+    g = Guard(shadows, "learned", window=3000, margin=0.01)
+    assert g.choose() == "learned"
+    # a leads by 5 hits over 1000 lookups: within the margin (10), so the preferred one keeps leading.
+    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 505), "b": fake_batch(1000, 400)}, "learned")
+    assert g.choose() == "learned"
+    # a leads by 60 over 2000 lookups: beyond the margin (20).
+    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 555), "b": fake_batch(1000, 400)}, "learned")
+    assert g.choose() == "a" and g.window_hits() == {"learned": 1000, "a": 1060, "b": 800}
+    # b now leads a by 25 over the window: within the margin (30), a stays.
+    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 500), "b": fake_batch(1000, 785)}, "a")
+    assert g.choose() == "a"
+    # The oldest batches leave the window: b leads a by far over the last 3000 lookups.
+    for _ in range(2):
+        g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 500), "b": fake_batch(1000, 900)}, "a")
+    assert g.choose() == "b"
+    assert g.led == {"learned": 2000, "a": 3000, "b": 0}
+    # A tie at the top goes to the preferred one.
+    g.reset(10)
+    g.leader = "a"
+    g.record({"learned": fake_batch(1000, 900), "a": fake_batch(1000, 100), "b": fake_batch(1000, 900)}, "a")
+    assert g.choose() == "learned"
+    with pytest.raises(ValueError, match="preferred"):
+        Guard(shadows, "c")
+    with pytest.raises(ValueError, match="window"):
+        Guard(shadows, "a", window=0)
+    with pytest.raises(ValueError, match="margin"):
+        Guard(shadows, "a", margin=1.0)
+
+
+# ---------------------------------------------------------------------------
+# The real tier following the leader
+# ---------------------------------------------------------------------------
+
+def serve(ids: np.ndarray, capacity: int, pol: LearnedCachePolicy, batch: int = 1024,
+          check_follow: bool = True) -> np.ndarray:
+    """Serve `ids` batch by batch; on every eviction check that the victim is not in the leader's shadow."""
+    pol.reset(capacity)
+    hits = np.zeros(ids.size, dtype=bool)
+    for t0 in range(0, ids.size, batch):
+        b = ids[t0:t0 + batch]
+        pol.observe(b, t0)
+        for t, row in enumerate(b.tolist(), start=t0):
+            if row in pol:
+                pol.hit(row, t)
+                hits[t] = True
+            else:
+                if len(pol) >= capacity:
+                    v = pol.victim(t)
+                    if check_follow:
+                        assert v in pol._outside, "evicted a row the leader holds"
+                    pol.remove(v)
+                pol.insert(row, t)
+    return hits
+
+
+def test_untrained_guarded_policy_follows_the_best_shadow():
+    # A fixed Zipf popularity: LFU beats LRU (the untrained model's order) by far; the guard hands the
+    # real tier to a frequency policy and it ends within a point of the best classical policy.
+    rng = np.random.default_rng(4)
+    ids = zipf_ids(rng, 4000, 60000, 0.9)
+    pol = LearnedCachePolicy(4000, guard_window=8192)
+    hits = serve(ids, 200, pol)
+    best = max(replay(ids, 200, CLASSIC[name]())[30000:].mean() for name in ONLINE)
+    assert pol.leader != "learned" and sum(v for k, v in pol.guard.led.items() if k != "learned") > 30000
+    assert hits[30000:].mean() >= best - 0.01
+    # Unguarded, it is the model's order alone (LRU, untrained): clearly worse here.
+    plain = serve(ids, 200, LearnedCachePolicy(4000, guard=False), check_follow=False)
+    assert plain[30000:].mean() < best - 0.02
+
+
+def test_prefetched_rows_stay_until_their_grace_ends():
+    pol = LearnedCachePolicy(100, prefetch_grace=5, guard=False)
+    serve(np.arange(10, dtype=np.int64), 4, pol, check_follow=False)  # holds 6..9, as its shadow does
+    pol.remove(pol.victim(10))  # row 6, the oldest
+    pol.insert(50, 10, prefetched=True)
+    assert 50 in pol and 6 not in pol
+    # Within its grace the unused prefetched row ranks by the model's order (untrained: LRU, as if looked
+    # up at 10), so the oldest row goes; past it, it goes first.
+    assert pol.victim(12) == 7
+    assert pol.victim(16) == 50
+    pol.hit(50, 16)  # used: an ordinary row from now on
+    assert pol.victim(30) == 7
+    with pytest.raises(ValueError, match="prefetch_grace"):
+        LearnedCachePolicy(10, prefetch_grace=-1)
+    with pytest.raises(ValueError, match="experts"):
+        LearnedCachePolicy(10, experts=("opt",))
+    with pytest.raises(ValueError, match="guard_window"):
+        LearnedCachePolicy(10, guard_window=0)
+
+
+# ---------------------------------------------------------------------------
+# Never far below the best classical policy, on any id array
+# ---------------------------------------------------------------------------
+
+def shaped_ids(shape: str, seed: int, n: int = 40000, rows: int = 6000) -> np.ndarray:
+    """Random id arrays of several shapes (not the generators of make_trace)."""
+    rng = np.random.default_rng([seed, len(shape)])
+    if shape == "zipf-drift":
+        ranks = zipf_ids(rng, rows, n, float(rng.uniform(0.7, 1.2)))
+        shift = (np.arange(n) // int(rng.integers(2000, 10000))) * int(rng.integers(50, 400))
+        return (ranks + shift) % rows
+    if shape == "scans":
+        hot = zipf_ids(rng, rows // 10, n, 0.9)
+        out = hot.copy()
+        length = int(rng.integers(100, 800))
+        for start in rng.integers(0, n - length, size=int(0.3 * n / length)):
+            out[start:start + length] = rows // 10 + int(rng.integers(0, rows // 2)) + np.arange(length)
+        return out
+    if shape == "bursts":
+        out = zipf_ids(rng, rows, n, 0.6)
+        burst = int(rng.integers(20, 200))
+        for start in rng.integers(0, n - 4 * burst, size=n // (8 * burst)):
+            rows_b = rng.integers(0, rows, size=burst // 4 + 1)
+            out[start:start + 4 * burst] = rng.choice(rows_b, size=4 * burst)
+        return out
+    return rng.integers(0, rows, size=n)  # uniform
+
+
+SHAPES = ("zipf-drift", "scans", "bursts", "uniform")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=2 if CI else 3, derandomize=True, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), share=st.sampled_from([0.02, 0.05, 0.1]))
+def test_learned_within_half_a_point_of_the_best_classical(shape, seed, share):
+    ids = shaped_ids(shape, seed)
+    learned = simulate(ids, share, "learned").hit_rate
+    best = max(simulate(ids, share, name).hit_rate for name in ONLINE)
+    assert learned >= best - 0.005, (shape, seed, share, learned, best)
+
+
+# ---------------------------------------------------------------------------
+# Prefetching that pays or stays off
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", list(KINDS) + ["dlrm"])
+def test_prefetching_never_adds_on_demand_fetches(kind):
+    if kind == "dlrm":
+        trace = record_dlrm_trace(8000, 24)
+    else:
+        trace = make_trace(8000, kind, seed=1, n_lookups=48000)
+    plain = simulate(trace, 0.05, "learned")
+    with_pf = simulate(trace, 0.05, "learned+prefetch")
+    assert with_pf.on_demand_fetches <= plain.on_demand_fetches, (kind, with_pf, plain)
+    assert 0.0 <= with_pf.prefetch_on_share <= 1.0 and plain.prefetch_on_share == 0.0
+    assert 0.0 <= plain.guard_share <= 1.0 and plain.guard_us_per_lookup > 0
+
+
+def test_prefetcher_turns_off_when_its_evictions_cost_more_than_it_saves():
+    # Trained to always predict (no threshold to meet), then half its predictions are right but every row
+    # its prefetches evicted comes back at once: the break-even rises above its precision and it turns off.
+    pf = LearnedPrefetcher(1000, window=64, min_precision=0.0, min_support=1, min_checked=4, decay=1.0)
+    rng = np.random.default_rng(0)
+    group = [7, 14, 21, 28]
+    parts = []
+    for _ in range(30):
+        parts += [rng.integers(100, 300, 300), np.array(group + group)]
+    pf.train(np.concatenate(parts).astype(np.int64), 16)
+    assert np.isfinite(pf.threshold)
+    t = 20000
+    on = []
+    for k in range(12):
+        got = pf.predict(np.array([group[0]], dtype=np.int64), t)
+        on.append(pf.on)
+        t += 1
+        pf.evicted(np.array([900 + k]), t)  # the slot its prefetch took
+        follow = np.array([900 + k] + ([group[1]] if k % 2 == 0 else []), dtype=np.int64)
+        pf.predict(follow, t)
+        t += 200
+        del got
+    assert on[0] and not on[-1]
+    assert pf.running_cost > pf.running_precision and pf.break_even == pf.running_cost
+    assert pf.batches == 24 and 0 < pf.on_batches < 24
