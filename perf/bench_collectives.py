@@ -70,11 +70,12 @@ from pymcoll.cli import bench, bench_cases, launch
 # The collectives (in the order of the tables, with their mpi4py method names), their families and
 # nccl-tests' bus bandwidth factors, as `python -m pymcoll bench` has them.
 from pymcoll.cli.bench_cases import COLLECTIVES as COLLS
-from pymcoll.cli.bench_cases import METHODS, REDUCTIONS, ROOTED, TIMES_RANKS, busbw_factor
+from pymcoll.cli.bench_cases import (METHODS, REDUCTIONS, ROOTED, TIMES_RANKS, busbw_factor, form_name, make_call,
+                                      reference_call)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # perfutil, also under python -P
-from perfutil import launch_self, plotter  # noqa: E402
+from perfutil import launch_self, plotter, source_state  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 
@@ -271,9 +272,6 @@ def output_stem(args: argparse.Namespace, mode: str, ranks: int, mpi_tag: str) -
 
 def describe(comm: Any, args: argparse.Namespace, memcpy: list[dict[str, Any]]) -> dict[str, Any]:
     """The header record shared by every mode of this run. Collective over `comm`."""
-    # The sibling script's helper: the checkout's commit and whether it has local changes.
-    from bench_allgather_bcast import source_commit
-
     header = bench.describe_run(
         comm, benchmark="perf/bench_collectives.py", colls=list(args.coll_list), sizes=args.sizes,
         blocks=args.blocks, iters_scale=args.iters_scale,
@@ -281,7 +279,7 @@ def describe(comm: Any, args: argparse.Namespace, memcpy: list[dict[str, Any]]) 
         buffers="pymcoll.alloc (shared heap), both implementations" if args.heap else "numpy arrays")
     header.update(mpi_identity())
     header.update(affinity_facts(comm.mpi))
-    header.update(source_commit())
+    header.update(source_state())  # the checkout's commit and whether it has local changes
     header.update({
         "type": TYPE_NAME,
         "op": "SUM",
@@ -316,16 +314,6 @@ def make_case(comm: Any, coll: str, size: int, root: int = 0,
     return dataclasses.replace(case, size=size if coll != "barrier" else 0)
 
 
-def nonblocking_name(method: str) -> str:
-    """'Allgather' -> 'Iallgather' (mpi4py's name of the I-form)."""
-    return "I" + method[0].lower() + method[1:]
-
-
-def form_name(method: str, mode: str) -> str:
-    """The method called in `mode`: 'Allgather', 'Iallgather' or 'Allgather_init'."""
-    return {"plain": method, "nonblocking": nonblocking_name(method), "persistent": method + "_init"}[mode]
-
-
 def missing_form(comm: Any, method: str, mode: str) -> Optional[str]:
     """Why pymcoll cannot be measured for `method` in `mode`, or None.
 
@@ -338,48 +326,6 @@ def missing_form(comm: Any, method: str, mode: str) -> Optional[str]:
         return (f"pymcoll.Comm (build {getattr(sys.modules.get('pymcoll'), 'COMMIT', '?')}) does not define "
                 f"{name}; the attribute would be forwarded to mpi4py")
     return None
-
-
-def make_call(obj: Any, method: str, args: tuple, mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(call, release) for `method` of `obj` (a pymcoll.Comm or mpi4py communicator) in `mode`.
-
-    The method (and the persistent request) is looked up once, so a timed call costs
-    the same Python work on both sides. Raises what `obj` raises for a form it lacks
-    (mpi4py: NotImplementedError for X_init on an MPI without it).
-    """
-    if mode == "plain":
-        fn = getattr(obj, method)
-        return (lambda: fn(*args)), (lambda: None)
-    if mode == "nonblocking":
-        ifn = getattr(obj, nonblocking_name(method))
-
-        def run_nonblocking() -> None:
-            ifn(*args).Wait()
-        return run_nonblocking, (lambda: None)
-    req = getattr(obj, method + "_init")(*args)
-    start, wait = req.Start, req.Wait
-
-    def run_persistent() -> None:
-        start()
-        wait()
-    return run_persistent, req.Free
-
-
-def reference_call(mpi: MPI.Comm, method: str, args: tuple,
-                   mode: str) -> tuple[Optional[tuple[Callable[[], None], Callable[[], None]]], Optional[str]]:
-    """mpi4py's (call, release), or (None, reason) when this MPI lacks the form on some rank.
-    Collective over `mpi` (ranks agree, so all time the reference or none does)."""
-    made, reason = None, None
-    try:
-        made = make_call(mpi, method, args, mode)
-    except NotImplementedError as exc:
-        reason = f"NotImplementedError: {exc or method + ('_init' if mode == 'persistent' else '')}"
-    everyone = mpi.allreduce(made is not None, op=MPI.LAND)
-    if not everyone:
-        if made is not None:
-            made[1]()
-        return None, reason or "not available on another rank"
-    return made, None
 
 
 def time_blocks(mpi: MPI.Comm, calls: dict[str, Callable[[], None]], stamp: Callable[[], None], *,

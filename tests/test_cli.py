@@ -81,8 +81,8 @@ def table_rows(out: str) -> dict[str, list[dict[str, str]]]:
     tables: dict[str, list[dict[str, str]]] = {}
     title, columns = None, None
     for line in out.splitlines():
-        if line.startswith("# Size  "):
-            columns = re.split(r"\s{2,}", line[2:].strip())
+        if re.match(r"#\s+Size\s{2,}count", line):  # right-aligned: wide sizes push 'Size' right
+            columns = re.split(r"\s{2,}", line[1:].strip())
             tables[title] = []
         elif line.startswith("# ") and not line.startswith("# Size") and "," in line:
             title, columns = line[2:].split(",")[0], None
@@ -212,3 +212,63 @@ def test_bench_plot_without_matplotlib_says_how_to_get_it(monkeypatch, capsys) -
     assert main(["bench", "--plot", "out.png"]) == 2
     err = capsys.readouterr().err
     assert "--plot" in err and "pip install matplotlib" in err
+
+
+def test_bench_persistent_back_to_back_verifies_every_collective(tmp_path) -> None:
+    # X_init once per size on both sides, Start + Wait timed, no Barrier between the calls.
+    path = tmp_path / "bench.json"
+    proc = run(BENCH + ["-n", "2", "--colls", "all", "-m", "8:16", *QUICK, "--persistent", "--back-to-back",
+                        "--json", str(path), "-q"], timeout=120)
+    tables = table_rows(proc.stdout)
+    assert sorted(tables) == sorted(ALL_TITLES), list(tables)
+    assert all(r["#wrong"] == "0" for rows in tables.values() for r in rows)
+    assert "persistent calls" in proc.stdout and "back to back" in proc.stdout
+    data = json.loads(path.read_text())
+    header, records = data[0], data[1:]
+    assert header["mode"] == "persistent" and header["timing"] == "back-to-back"
+    assert {r["mode"] for r in records} == {"persistent"} and {r["timing"] for r in records} == {"back-to-back"}
+    assert {r["impl"] for r in records} == {"pymcoll", "mpi4py"}  # MPICH has every X_init
+    assert all(r["reference_missing"] is None for r in records)
+
+
+def test_bench_mem_frac_from_64k_against_a_memcpy_of_the_same_traffic(tmp_path) -> None:
+    path = tmp_path / "bench.json"
+    proc = run(BENCH + ["-n", "2", "--colls", "allreduce,allgather,barrier", "-m", "32K:64K", *QUICK,
+                        "--json", str(path), "-q"], timeout=120)
+    rows = table_rows(proc.stdout)
+    assert "mem_frac" in rows["Allreduce"][0] and "mem_frac" not in rows["Barrier"][0]
+    records = json.loads(path.read_text())[1:]
+    for r in records:
+        if r["coll"] == "barrier":
+            assert r["traffic_bytes"] is None and r["mem_frac"] is None
+        elif r["size"] < 64 << 10:
+            assert r["traffic_bytes"] > 0 and r["mem_frac"] is None, r
+        else:
+            assert 0 < r["mem_frac"] < 20, r  # a ratio of two times of the same traffic
+    assert "mem_frac = memcpy time" in proc.stdout  # the column is explained
+    no_mem = run(BENCH + ["-n", "2", "--colls", "allreduce", "-m", "64K", *QUICK, "--no-mem-frac", "-q"],
+                 timeout=120)
+    assert "mem_frac" not in table_rows(no_mem.stdout)["Allreduce"][0]
+
+
+def test_bench_traffic_counts_reads_and_writes_of_the_busiest_rank() -> None:
+    from pymcoll.cli.bench_cases import rank_traffic
+
+    m = 1 << 20
+    assert rank_traffic("bcast", m, 4) == 2 * m
+    assert rank_traffic("scatter", m, 4) == rank_traffic("gather", m, 4) == 2 * (m // 4)
+    assert rank_traffic("allgather", m, 4) == rank_traffic("alltoall", m, 4) == 2 * m
+    # a quarter of every input reduced and written, the other three quarters of the result copied
+    assert rank_traffic("allreduce", m, 4) == m + m // 4 + 2 * (3 * m // 4)
+    assert rank_traffic("reduce_scatter_block", m, 4) == m + m // 4
+    assert rank_traffic("scan", m, 4) is None and rank_traffic("barrier", 0, 4) is None
+
+
+def test_bench_call_forms_reject_an_unknown_mode() -> None:
+    from pymcoll.cli.bench import bench_collective
+    from pymcoll.cli.bench_cases import make_call
+
+    with pytest.raises(ValueError, match="mode='lazy'"):
+        make_call(object(), "Allreduce", (), "lazy")
+    with pytest.raises(ValueError, match="mode='nonblocking'"):
+        bench_collective(None, "allreduce", [8], mode="nonblocking")

@@ -4,9 +4,12 @@ For every collective and message size, pymcoll.Comm and the reference (with
 --vs mpi, the default: the same collective of the communicator pymcoll wraps,
 called through mpi4py, so both sides pay a Python call) run in alternating
 blocks: warm-up, then A B A B ... (pymcoll, reference), a Barrier before each
-block. Before every call one element per 4 KiB page of every send block gets a
-new value (untimed), so no cached result can flatter a copy; only the call is
-timed. Once per size and implementation the result is checked element by
+block and, as OSU times collectives, before every timed call (--back-to-back:
+none between the calls of a block, so a rank may run ahead into the next call
+as in an application's loop). --persistent times X_init once per size on both
+sides and Start + Wait per call. Before every call one element per 4 KiB page of
+every send block gets a new value (untimed), so no cached result can flatter a
+copy; only the call is timed. Once per size and implementation the result is checked element by
 element on every rank against numpy (#wrong: wrong elements, summed over ranks).
 
 Collectives (--colls, a comma list, or all): barrier, bcast, gather, gatherv,
@@ -31,6 +34,9 @@ One table per collective, one row per size and implementation. Columns:
       Gather(v), Scatter(v) (n-1)/n; Bcast, Reduce, Scan, Exscan 1
   #wrong  elements that differed in the verified call
   vs_ref  pymcoll time / reference time (< 1: pymcoll is faster); not with --vs none
+  mem_frac  from 64 KiB: the time of a memcpy of half the bytes the busiest rank
+      must read plus write (a copy counts both), run on every rank at once in the
+      same launch, over the collective's time (1: as fast as memory copies)
 --json FILE writes the run's header and one record per size and implementation;
 --plot FILE.png draws latency and bus bandwidth against size, pymcoll and the
 reference on the same axes (needs matplotlib). Progress goes to stderr (-q: none).
@@ -43,6 +49,8 @@ option. Examples:
     python -m pymcoll bench --vs mpi --plot out.png
     python -m pymcoll bench -n 4 --colls all -m 8:16M --json bench.json
     python -m pymcoll bench --colls allreduce,reduce_scatter --dtype float64 --op max -m 1K:1M
+    python -m pymcoll bench --colls scatter,gather --back-to-back -m 8:4K
+    python -m pymcoll bench --persistent --colls allreduce,allgather -m 1M:64M
     python -m pymcoll bench -n 4 --node-size 2 --colls allgather -m 8:64K -i 100 -w 10
     mpiexec -n 2 python -m pymcoll bench --vs none --colls barrier,bcast
 """
@@ -60,8 +68,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .bench_cases import (COLLECTIVES, DTYPES, METHODS, OPS, REDUCTIONS, ROOTED, SIZE_MEANING, TITLES,
-                          busbw_factor, make_case, mpi_type, planned_sizes)
+from .bench_cases import (COLLECTIVES, DTYPES, MEM_FRAC_MIN, METHODS, OPS, REDUCTIONS, ROOTED, SIZE_MEANING,
+                          TITLES, busbw_factor, make_call, make_case, mpi_type, planned_sizes, rank_traffic,
+                          reference_call)
 from .bench_table import format_header, format_table, paired_rows, write_json
 from .launch import DEFAULT_TIMEOUT_S, is_launched, one_rank_per_core, python_command, run_under_mpiexec
 
@@ -244,21 +253,48 @@ RECORD_KEYS: dict[str, str] = {
     "algbw_GBps": "size / median time, 1 GB = 1e9 B", "busbw_GBps": "algbw_GBps x busbw_factor",
     "wrong": "elements that differed from numpy's result in the verified call, summed over ranks",
     "vs_ref": "pymcoll median / reference median at the same size (< 1: pymcoll is faster)",
+    "mode": "plain (the blocking call) or persistent (X_init once, Start + Wait timed)",
+    "timing": "barrier (a Barrier before every timed call, untimed; OSU) or back-to-back (none)",
+    "traffic_bytes": "bytes the busiest rank must read plus write (a copy counts both); None: not defined",
+    "mem_frac": ("from 64 KiB: time of a memcpy of traffic_bytes / 2 run on every rank at once / median "
+                 "time (1: as fast as memcpy); None below or where traffic_bytes is None"),
+    "reference_missing": "why the reference was not timed in this mode (its MPI lacks the form), or None",
 }
 
 
 # -- measuring --------------------------------------------------------------------
 
-def _timed(call: Callable[[], None], stamp: Callable[[], None], count: int) -> float:
-    """Seconds spent inside `count` calls, each after a new stamp (not timed)."""
+def _timed(call: Callable[[], None], stamp: Callable[[], None], count: int,
+           sync: Optional[Callable[[], None]] = None) -> float:
+    """Seconds spent inside `count` calls, each after a new stamp and, with `sync`, a
+    synchronization (neither timed)."""
     clock = time.perf_counter
     total = 0.0
     for _ in range(count):
         stamp()
+        if sync is not None:
+            sync()
         t0 = clock()
         call()
         total += clock() - t0
     return total
+
+
+def memcpy_seconds(mpi: Any, nbytes: int, reps: int = 5) -> float:
+    """Seconds of a memcpy of `nbytes` run on every rank at once: each rank's fastest of `reps`
+    (a Barrier before each), the slowest rank's. Collective over `mpi`."""
+    from mpi4py import MPI
+
+    src = np.ones(max(nbytes, 1), np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # first touch
+    best = float("inf")
+    for _ in range(reps):
+        mpi.Barrier()
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return float(mpi.allreduce(best, op=MPI.MAX))
 
 
 def missing_methods(comm: Any, colls: Sequence[str]) -> list[str]:
@@ -276,6 +312,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                      target_block_s: float = TARGET_BLOCK_S,
                      progress: Optional[Callable[[str, int, int, int], None]] = None,
                      starting: Optional[Callable[[str, int], None]] = None,
+                     mode: str = "plain", back_to_back: bool = False, mem_frac: bool = True,
                      ) -> list[dict[str, Any]]:
     """Measure `coll` on pymcoll.Comm `comm` (against ``comm.mpi`` when `reference`) at `sizes`.
 
@@ -296,12 +333,22 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
         progress: called on every rank as progress(coll, size, index, total)
             after each size.
         starting: called on every rank as starting(coll, size) before each size.
+        mode: 'plain' (the blocking call) or 'persistent' (X_init once per size on both
+            sides, Start + Wait timed per call; the reference is left out, with its reason in
+            ``reference_missing``, where the MPI lacks X_init).
+        back_to_back: no Barrier between timed calls (a rank may run ahead into the next
+            call, as a loop in an application does); default: a Barrier before every timed
+            call (untimed), as OSU's benchmarks time collectives.
+        mem_frac: for sizes from MEM_FRAC_MIN, also time a memcpy of the busiest rank's traffic
+            (rank_traffic / 2 bytes, every rank at once) and record mem_frac = its time /
+            the median time (1: the collective moves its bytes as fast as memcpy does).
 
     Returns one dict per size and implementation (``impl`` 'pymcoll' or
     'mpi4py'): coll, impl, size, count, type, redop, root, ranks, iters, warmup,
     blocks, block_us, median_us, min_us, max_us, osu_avg_us, osu_min_us, osu_max_us,
     busbw_factor, algbw_GBps, busbw_GBps (from the median), wrong and, on the pymcoll
-    record, vs_ref (None without a reference); see RECORD_KEYS.
+    record, vs_ref (None without a reference), mode, timing, traffic_bytes, mem_frac;
+    see RECORD_KEYS.
     """
     from mpi4py import MPI
 
@@ -310,6 +357,8 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
     for name, value, low in (("blocks", blocks, 1), ("iters", iters, 1), ("warmup", warmup, 0)):
         if value is not None and (not isinstance(value, int) or value < low):
             raise ValueError(f"{name}={value!r}: expected an integer >= {low}")
+    if mode not in ("plain", "persistent"):
+        raise ValueError(f"mode={mode!r}: expected 'plain' or 'persistent'")
     if not isinstance(root, int) or not 0 <= root < comm.size:
         raise ValueError(f"root={root!r}: expected a rank in 0..{comm.size - 1}")
     bad = [s for s in sizes if not isinstance(s, int) or s < 1]
@@ -330,23 +379,42 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
             starting(coll, size)
         case = make_case(comm, coll, size, root=root, dtype=dtype, op=op, targets=targets)
         assert case is not None and case.size == size, (coll, size)  # planned_sizes made it fit
-        # Two probe calls bound the warm-up on a slow (oversubscribed) machine;
-        # the warm-up, timed, then sizes the blocks. Ranks agree via MPI_MAX.
-        cap = default_iters(case.size)
-        probe = max(_timed(case.calls[impl], case.stamp, 2) / 2 for impl in impls)
-        probe = mpi.allreduce(probe, op=MPI.MAX)
-        if warmup is None:
-            n_warm = max(2, min(default_warmup(iters or cap), int(target_block_s / max(probe, 1e-9))))
-        else:
-            n_warm = warmup
-        warm = [_timed(case.calls[impl], case.stamp, n_warm) / max(n_warm, 1) for impl in impls]
-        per_call = mpi.allreduce(max(warm) if n_warm else probe, op=MPI.MAX)
-        n_iters = iters or max(MIN_ITERS, min(cap, int(target_block_s / max(per_call, 1e-9))))
-        times = np.zeros((len(impls), blocks))
-        for b in range(blocks):
-            for j, impl in enumerate(impls):
-                mpi.Barrier()
-                times[j, b] = _timed(case.calls[impl], case.stamp, n_iters)
+        calls, releases, missing = dict(case.calls), [], None
+        here = impls
+        if mode == "persistent":
+            calls["pymcoll"], release = make_call(comm, METHODS[coll], case.args, mode)
+            releases.append(release)
+            if reference:
+                ref, missing = reference_call(mpi, METHODS[coll], case.args, mode)
+                if ref is None:
+                    here = impls[:1]
+                else:
+                    calls["mpi4py"], release = ref
+                    releases.append(release)
+        sync = None if back_to_back else mpi.Barrier
+        try:
+            # Two probe calls bound the warm-up on a slow (oversubscribed) machine;
+            # the warm-up, timed, then sizes the blocks. Ranks agree via MPI_MAX.
+            cap = default_iters(case.size)
+            probe = max(_timed(calls[impl], case.stamp, 2, sync) / 2 for impl in here)
+            probe = mpi.allreduce(probe, op=MPI.MAX)
+            if warmup is None:
+                n_warm = max(2, min(default_warmup(iters or cap), int(target_block_s / max(probe, 1e-9))))
+            else:
+                n_warm = warmup
+            warm = [_timed(calls[impl], case.stamp, n_warm, sync) / max(n_warm, 1) for impl in here]
+            per_call = mpi.allreduce(max(warm) if n_warm else probe, op=MPI.MAX)
+            n_iters = iters or max(MIN_ITERS, min(cap, int(target_block_s / max(per_call, 1e-9))))
+            times = np.zeros((len(here), blocks))
+            for b in range(blocks):
+                for j, impl in enumerate(here):
+                    mpi.Barrier()
+                    times[j, b] = _timed(calls[impl], case.stamp, n_iters, sync)
+            wrong = np.array([case.verify(calls[impl], 17 * index + 5 * j)
+                              for j, impl in enumerate(here)], dtype=np.int64)
+        finally:
+            for release in releases:
+                release()
         # OSU's view: this rank's mean over all its timed calls, then least/mean/most over ranks.
         mine = times.sum(axis=1) / (blocks * n_iters) * 1e6
         osu_min, osu_max, osu_sum = np.empty_like(mine), np.empty_like(mine), np.empty_like(mine)
@@ -356,11 +424,12 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
         # nccl-tests' and docs/measure.md's view: a block is as slow as its slowest rank.
         mpi.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
         per_call_us = times / n_iters * 1e6
-        wrong = np.array([case.verify(case.calls[impl], 17 * index + 5 * j)
-                          for j, impl in enumerate(impls)], dtype=np.int64)
         mpi.Allreduce(MPI.IN_PLACE, wrong, op=MPI.SUM)
         medians = np.median(per_call_us, axis=1)
-        for j, impl in enumerate(impls):
+        traffic = rank_traffic(coll, case.size, ranks)
+        copy_s = (memcpy_seconds(mpi, traffic // 2) if mem_frac and traffic and case.size >= MEM_FRAC_MIN
+                  else None)
+        for j, impl in enumerate(here):
             med = float(medians[j])
             algbw = case.size / (med * 1e-6) / 1e9 if med > 0 else 0.0
             records.append({
@@ -388,7 +457,12 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                 "busbw_GBps": algbw * factor,
                 "wrong": int(wrong[j]),
                 "vs_ref": (float(medians[0] / medians[1])
-                           if impl == "pymcoll" and len(impls) > 1 and medians[1] > 0 else None),
+                           if impl == "pymcoll" and len(here) > 1 and medians[1] > 0 else None),
+                "mode": mode,
+                "timing": "back-to-back" if back_to_back else "barrier",
+                "traffic_bytes": traffic,
+                "mem_frac": copy_s / (med * 1e-6) if copy_s is not None and med > 0 else None,
+                "reference_missing": missing,
             })
         if progress:
             progress(coll, size, index, len(todo))
@@ -466,6 +540,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--node-size", type=int, default=None,
                       help="group consecutive ranks into virtual nodes of this size "
                            "(default: PYMCOLL_NODE_SIZE, else real nodes)")
+    how_ = parser.add_argument_group("how calls are made and timed")
+    how_.add_argument("--persistent", action="store_true",
+                      help="time persistent calls: X_init once per size (both sides), Start + Wait per call")
+    how_.add_argument("--back-to-back", action="store_true",
+                      help="no Barrier between timed calls (a rank may run ahead into the next call, as in "
+                           "an application's loop); default: a Barrier before every timed call, untimed (OSU)")
+    how_.add_argument("--no-mem-frac", action="store_true",
+                      help="skip the memcpy that mem_frac is measured against (sizes from 64 KiB)")
     how = parser.add_argument_group("how long")
     how.add_argument("-i", "--iters", type=int, default=None,
                      help="calls per timed block (default: as many as fit in about "
@@ -582,6 +664,8 @@ def run(args: argparse.Namespace) -> int:
         header = describe_run(
             comm, tool=TOOL, colls=colls, sizes=sizes, iters=args.iters, warmup=args.warmup,
             blocks=args.blocks, root=args.root, type=dtype.name,
+            mode="persistent" if args.persistent else "plain",
+            timing="back-to-back" if args.back_to_back else "barrier",
             op=args.op if REDUCTIONS & set(colls) else None, vs=args.vs,
             reference=(f"{pymcoll.RUNTIME_MPI.split(chr(10))[0].strip()} through mpi4py "
                        f"(the wrapped communicator's own collective)" if reference else None),
@@ -595,7 +679,9 @@ def run(args: argparse.Namespace) -> int:
         for coll in colls:
             recs = bench_collective(comm, coll, sizes, iters=args.iters, warmup=args.warmup,
                                     blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
-                                    reference=reference, starting=starting)
+                                    reference=reference, starting=starting,
+                                    mode="persistent" if args.persistent else "plain",
+                                    back_to_back=args.back_to_back, mem_frac=not args.no_mem_frac)
             records += recs
             if rank == 0:
                 print("\n" + format_table(recs, coll, header), flush=True)

@@ -385,3 +385,92 @@ def make_case(comm: Any, coll: str, size: int, *, root: int = 0, dtype: Any = np
     return Case(coll, case_size(coll, count, n, dtype.itemsize), count,
                 root if coll in ROOTED else None, redop, dtype.name, bind(args), stamp, verify, args,
                 send_bytes, recv_bytes)
+
+
+# -- memory traffic -----------------------------------------------------------------
+
+#: Smallest size whose mem_frac is measured: below it a memcpy's own call overhead dominates.
+MEM_FRAC_MIN = 64 << 10
+
+
+def rank_traffic(coll: str, size: int, ranks: int) -> Optional[int]:
+    """Bytes the busiest rank must read plus write for `coll` at `size` (the CLI's size) on
+    `ranks` ranks sharing memory, moving each byte once (a copy counts its read and its write;
+    a rooted collective's blocks copied by their own ranks); None for Barrier, Scan, Exscan."""
+    n = ranks
+    if coll == "bcast":
+        return 2 * size  # read the root's message, write one's own
+    if coll in ("scatter", "scatterv", "gather", "gatherv"):
+        return 2 * (size // n)  # one's own block, read and written once
+    if coll in ("allgather", "allgatherv", "alltoall", "alltoallv"):
+        return 2 * size  # read every block once, write every block once
+    if coll in ("reduce", "allreduce"):
+        # reduce a 1/n slice of every input, then copy the other n-1 slices of the result
+        return size + size // n + 2 * (size - size // n)
+    if coll in ("reduce_scatter_block", "reduce_scatter"):
+        return size + size // n  # one block of every rank's send buffer, one block written
+    return None
+
+
+# -- call forms -------------------------------------------------------------------
+
+#: How a timed call is made: the blocking call, its I-form then Wait, or X_init once and
+#: Start + Wait per call.
+MODES = ("plain", "nonblocking", "persistent")
+
+
+def nonblocking_name(method: str) -> str:
+    """'Allgather' -> 'Iallgather' (mpi4py's name of the I-form)."""
+    return "I" + method[0].lower() + method[1:]
+
+
+def form_name(method: str, mode: str) -> str:
+    """The method called in `mode`: 'Allgather', 'Iallgather' or 'Allgather_init'."""
+    return {"plain": method, "nonblocking": nonblocking_name(method), "persistent": method + "_init"}[mode]
+
+
+def make_call(obj: Any, method: str, args: tuple, mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(call, release) for `method` of `obj` (a pymcoll.Comm or mpi4py communicator) in `mode`.
+
+    The method (and the persistent request) is looked up once, so a timed call costs the same
+    Python work on both sides. Raises what `obj` raises for a form it lacks (mpi4py:
+    NotImplementedError for X_init on an MPI without it).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "plain":
+        fn = getattr(obj, method)
+        return (lambda: fn(*args)), (lambda: None)
+    if mode == "nonblocking":
+        ifn = getattr(obj, nonblocking_name(method))
+
+        def run_nonblocking() -> None:
+            ifn(*args).Wait()
+        return run_nonblocking, (lambda: None)
+    req = getattr(obj, method + "_init")(*args)
+    start, wait = req.Start, req.Wait
+
+    def run_persistent() -> None:
+        start()
+        wait()
+    return run_persistent, req.Free
+
+
+def reference_call(mpi: Any, method: str, args: tuple, mode: str
+                   ) -> tuple[Optional[tuple[Callable[[], None], Callable[[], None]]], Optional[str]]:
+    """mpi4py's (call, release), or (None, reason) when this MPI lacks the form on some rank.
+    Collective over `mpi` (ranks agree, so all time the reference or none does)."""
+    from mpi4py import MPI
+
+    made, reason = None, None
+    try:
+        made = make_call(mpi, method, args, mode)
+    except NotImplementedError as exc:
+        reason = f"NotImplementedError: {exc or form_name(method, mode)}"
+    everyone = mpi.allreduce(made is not None, op=MPI.LAND)
+    if not everyone:
+        if made is not None:
+            made[1]()
+        return None, reason or "not available on another rank"
+    return made, None
+

@@ -26,6 +26,8 @@ COLUMN_NOTES = (
      "implementation, summed over ranks"),
 )
 RATIO_NOTE = "#   vs_ref = pymcoll time / reference time, same size (< 1: pymcoll is faster)"
+MEM_NOTE = ("#   mem_frac = memcpy time of half the busiest rank's read + write bytes, every rank at once, "
+            "/ time (from 64 KiB)")
 
 
 def mpi_short_name(text: Optional[str]) -> str:
@@ -61,11 +63,15 @@ def format_header(header: dict[str, Any]) -> str:
             what += f", reductions {header['op']}"
         lines.append(f"# timing: {header['blocks']} blocks per implementation, iterations per block "
                      f"{'fixed at ' + str(header['iters']) if header.get('iters') else 'scaled with size'}, "
-                     f"{what}; times in microseconds per call")
+                     f"{what}; times in microseconds per call"
+                     + (f"; {header['mode']} calls" if header.get("mode") else "")
+                     + ("; a Barrier before every timed call" if header.get("timing") == "barrier" else
+                        "; calls back to back within a block" if header.get("timing") == "back-to-back" else ""))
     if header.get("tool") == "python -m pymcoll bench":
         lines += COLUMN_NOTES
         if header.get("vs", "mpi") != "none":
             lines.append(RATIO_NOTE)
+        lines.append(MEM_NOTE)
     return "\n".join(lines)
 
 
@@ -117,7 +123,8 @@ def format_table(records: Sequence[dict[str, Any]], coll: str,
     rows = _results(records, coll)
     ratio = any(r["impl"] != "pymcoll" for r in rows) or (
         not rows and (header or {}).get("vs", "mpi") != "none")
-    columns = COLUMNS_HEAD + OSU_COLUMNS + NCCL_COLUMNS + (("vs_ref",) if ratio else ())
+    mem = any(r.get("mem_frac") is not None for r in rows)
+    columns = COLUMNS_HEAD + OSU_COLUMNS + NCCL_COLUMNS + (("vs_ref",) if ratio else ()) + (("mem_frac",) if mem else ())
     cells = []
     for r in rows:
         bw = coll != "barrier"
@@ -132,6 +139,8 @@ def format_table(records: Sequence[dict[str, Any]], coll: str,
         ]
         if ratio:
             row.append(f"{r['vs_ref']:.2f}" if r.get("vs_ref") is not None else "-")
+        if mem:
+            row.append(f"{r['mem_frac']:.2f}" if r.get("mem_frac") is not None else "-")
         cells.append(row)
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c)
               for i, c in enumerate(columns)]
@@ -152,6 +161,12 @@ def format_table(records: Sequence[dict[str, Any]], coll: str,
         what.append("no reference")
     if blocks:
         what.append(f"{blocks} blocks per implementation")
+    if first.get("mode") == "persistent":
+        what.append("persistent calls")
+    if first.get("timing") == "back-to-back":
+        what.append("back to back")
+    if first.get("reference_missing"):
+        what.append(f"reference not timed: {first['reference_missing']}")
     lines = ["# " + ", ".join(what)]
     if coll != "barrier":
         factor = first.get("busbw_factor")
