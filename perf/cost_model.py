@@ -21,7 +21,8 @@
    measured under the run's own load (mpiexec -n R for each rank count R of
    the runs: every rank ping-pongs with a partner at once, a node step is a
    Barrier of all R ranks, every rank copies at once), since R ranks on
-   fewer cores wait for time slices that 2 ranks on 2 cores never see.
+   fewer cores wait for time slices that 2 ranks on 2 cores never see. Runs on test-bed
+   hosts (lanes_np*_hosts*.json) are perf/cost_model_hosts.py's.
 
   python perf/cost_model.py                      # measure, predict, validate, plot
   python perf/cost_model.py --params perf/results/cost_model.json   # reuse measured parameters (both kinds)
@@ -52,7 +53,8 @@ PLOT_SIZES = (8, 1 << 10, 64 << 10, 1 << 20)
 
 
 # -- measuring -------------------------------------------------------------------------
-def _best(fn, reps: int) -> float:
+def best_of(fn: Callable[[], None], reps: int) -> float:
+    """The least wall time of `reps` runs of fn, in seconds."""
     best = math.inf
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -61,7 +63,7 @@ def _best(fn, reps: int) -> float:
     return best
 
 
-def _pingpong(world: Any, partner: Optional[int], buf: np.ndarray, reps: int) -> Callable[[], None]:
+def pingpong(world: Any, partner: Optional[int], buf: np.ndarray, reps: int) -> Callable[[], None]:
     """reps round trips of buf with partner (the lower rank sends first); None: no partner."""
     me = world.rank
 
@@ -91,11 +93,11 @@ def measure() -> dict[str, float]:
     for m in sizes:
         buf = np.zeros(max(m, 1), np.uint8)
         reps = max(5, min(2000, int(2e7 // max(m, 1))))
-        pingpong = _pingpong(world, peer, buf, reps)
+        rounds = pingpong(world, peer, buf, reps)
         world.Barrier()
-        pingpong()
+        rounds()
         world.Barrier()
-        t = min(_best(pingpong, 3), _best(pingpong, 3)) / reps / 2
+        t = min(best_of(rounds, 3), best_of(rounds, 3)) / reps / 2
         one_way.append(world.allreduce(t, op=MPI.MAX))
     x, y = np.array(sizes, float), np.array(one_way)
     # alpha from the small sizes, beta from the large ones (a plain least-squares fit lets the
@@ -105,20 +107,20 @@ def measure() -> dict[str, float]:
 
     big = np.ones(16 << 20, np.uint8)
     dst = np.empty_like(big)
-    beta_shm = _best(lambda: np.copyto(dst, big), 5) / big.nbytes
+    beta_shm = best_of(lambda: np.copyto(dst, big), 5) / big.nbytes
     a = np.ones(4 << 20, np.float32)
     b = np.ones_like(a)
-    gamma = _best(lambda: np.add(a, b, out=a), 5) / a.nbytes
+    gamma = best_of(lambda: np.add(a, b, out=a), 5) / a.nbytes
 
     node = pymcoll.Comm(world)  # one node of two ranks: a synchronisation step
     reps = 2000
     node.Barrier()
-    alpha_shm = _best(lambda: [node.Barrier() for _ in range(reps)], 3) / reps
+    alpha_shm = best_of(lambda: [node.Barrier() for _ in range(reps)], 3) / reps
     alpha_shm = world.allreduce(alpha_shm, op=MPI.MAX)
     node.Free()
     solo = pymcoll.Comm(MPI.COMM_SELF)
     one = np.zeros(1, np.float32)
-    alpha_call = _best(lambda: [solo.Bcast(one, root=0) for _ in range(reps)], 3) / reps
+    alpha_call = best_of(lambda: [solo.Bcast(one, root=0) for _ in range(reps)], 3) / reps
     solo.Free()
     return {"alpha_net": alpha_net, "beta_net": beta_net, "alpha_shm": alpha_shm, "beta_shm": beta_shm,
             "gamma": gamma, "alpha_call": world.allreduce(alpha_call, op=MPI.MAX),
@@ -136,9 +138,9 @@ def measure_loaded() -> dict[str, float]:
     partner = me ^ 1 if (me ^ 1) < R else None  # an odd last rank only takes part in the load
 
     def one_way(m: int, reps: int) -> float:
-        pingpong = _pingpong(world, partner, np.zeros(max(m, 1), np.uint8), reps)
+        rounds = pingpong(world, partner, np.zeros(max(m, 1), np.uint8), reps)
         world.Barrier()
-        t = _best(pingpong, 3) / reps / 2
+        t = best_of(rounds, 3) / reps / 2
         vals = [v for v in world.allgather(t if partner is not None else None) if v is not None]
         return float(np.median(vals))
 
@@ -148,11 +150,11 @@ def measure_loaded() -> dict[str, float]:
     src = np.ones(16 << 20, np.uint8)  # as in the 2-rank measurement
     dst = np.empty_like(src)
     world.Barrier()
-    beta_shm = float(np.median(world.allgather(_best(lambda: np.copyto(dst, src), 5) / src.nbytes)))
+    beta_shm = float(np.median(world.allgather(best_of(lambda: np.copyto(dst, src), 5) / src.nbytes)))
     node = pymcoll.Comm(world, node_size=R)  # every rank in one node: a node step waits for all
     reps = 500
     node.Barrier()
-    alpha_shm = float(np.median(world.allgather(_best(lambda: [node.Barrier() for _ in range(reps)], 3) / reps)))
+    alpha_shm = float(np.median(world.allgather(best_of(lambda: [node.Barrier() for _ in range(reps)], 3) / reps)))
     node.Free()
     return {"ranks": R, "alpha_net": alpha_net, "beta_net": beta_net, "beta_shm": beta_shm, "alpha_shm": alpha_shm}
 
@@ -265,7 +267,7 @@ def validate(model: Model, small_max: float, loaded: Optional[dict[int, Model]] 
         with open(path) as f:
             data = json.load(f)
         h = data["header"]
-        if h.get("check_only"):
+        if h.get("check_only") or h.get("hosts"):  # runs on test-bed hosts: perf/cost_model_hosts.py
             continue
         N, P = h["nnodes"], h["node_size"]
         oversub = h["ranks"] > h["cpus"]
@@ -378,7 +380,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for path in glob.glob(os.path.join(RESULTS, "lanes_np*.json")):
         with open(path) as f:
             h = json.load(f)["header"]
-        if not h.get("check_only"):
+        if not h.get("check_only") and not h.get("hosts"):
             counts.add(int(h["ranks"]))
     loaded_params: dict[int, dict[str, float]] = {}
     for R in sorted(counts):

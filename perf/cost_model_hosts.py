@@ -35,14 +35,14 @@ import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perfutil, also under python -P
+from cost_model import best_of, pingpong  # noqa: E402  (the virtual-node model's measurements)
 from perfutil import plotter, run_record, write_results  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -51,33 +51,13 @@ IMPLS = ("lanes", "leader", "mpi4py")
 
 
 # -- measuring (runs on the hosts, under mpiexec) ----------------------------------------
-def _best(fn: Callable[[], None], reps: int) -> float:
-    best = math.inf
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def _one_way(world: Any, pairs: dict[int, int], m: int, reps: int) -> Optional[float]:
     """One-way seconds of m bytes between each rank and its partner in `pairs` (ranks not in
     `pairs` wait in a Barrier); the median over the active ranks, on every rank."""
-    me = world.rank
-    buf = np.zeros(max(m, 1), np.uint8)
-    partner = pairs.get(me)
-
-    def run() -> None:
-        for _ in range(reps):
-            if me < partner:
-                world.Send(buf, dest=partner)
-                world.Recv(buf, source=partner)
-            else:
-                world.Recv(buf, source=partner)
-                world.Send(buf, dest=partner)
-
+    partner = pairs.get(world.rank)
+    run = pingpong(world, partner, np.zeros(max(m, 1), np.uint8), reps)
     world.Barrier()
-    t = _best(run, 5) / reps / 2 if partner is not None else None
+    t = best_of(run, 5) / reps / 2 if partner is not None else None
     world.Barrier()
     vals = [v for v in world.allgather(t) if v is not None]
     return float(np.median(vals)) if vals else None
@@ -98,7 +78,7 @@ def _shift(world: Any, P: int, lanes: int, reps: int = 400) -> float:
 
     from mpi4py import MPI
     world.Barrier()
-    t = _best(run, 5) / reps
+    t = best_of(run, 5) / reps
     return float(world.allreduce(t if k < lanes else 0.0, op=MPI.MAX))
 
 
@@ -134,7 +114,7 @@ def measure(link_only: bool) -> dict[str, Any]:
     node = pymcoll.Comm(host)  # takes `host` over: freed with it
     reps = 300
     node.Barrier()
-    alpha_node = float(np.median(world.allgather(_best(lambda: [node.Barrier() for _ in range(reps)], 3) / reps)))
+    alpha_node = float(np.median(world.allgather(best_of(lambda: [node.Barrier() for _ in range(reps)], 3) / reps)))
     node.Free()
     # Copies and sums, one rank per host busy (the rest in a Barrier), as a root's node does.
     busy = host_rank == 0
@@ -143,15 +123,15 @@ def measure(link_only: bool) -> dict[str, Any]:
     a = np.ones(1 << 20, np.float32)
     b = np.ones_like(a)
     world.Barrier()
-    beta_shm = _best(lambda: np.copyto(dst, src), 5) / src.nbytes if busy else None
-    gamma = _best(lambda: np.add(a, b, out=a), 5) / a.nbytes if busy else None
+    beta_shm = best_of(lambda: np.copyto(dst, src), 5) / src.nbytes if busy else None
+    gamma = best_of(lambda: np.add(a, b, out=a), 5) / a.nbytes if busy else None
     world.Barrier()
     beta_shm = float(np.median([v for v in world.allgather(beta_shm) if v is not None]))
     gamma = float(np.median([v for v in world.allgather(gamma) if v is not None]))
     solo = pymcoll.Comm(MPI.COMM_SELF)
     one = np.zeros(1, np.float32)
     reps = 2000
-    alpha_call = float(np.median(world.allgather(_best(lambda: [solo.Bcast(one, root=0) for _ in range(reps)], 3)
+    alpha_call = float(np.median(world.allgather(best_of(lambda: [solo.Bcast(one, root=0) for _ in range(reps)], 3)
                                                  / reps)))
     solo.Free()
     return {"hosts": N, "per_host": P, "alpha_net": alpha_net,
