@@ -197,6 +197,39 @@ def allgather_schedule(n: int, m: float) -> list[tuple[int, int, float]]:
     return msgs
 
 
+def rabenseifner(n: int, m: float, root: Optional[int]) -> list[tuple[int, int, float]]:
+    """MPICH's reduce-scatter + gather (Reduce, `root`) or + allgather (Allreduce, root None):
+    ranks past the largest power of two fold into their odd neighbours; recursive halving
+    among the rest (partner at distance 1 first), then the reverse to new rank 0 (Reduce, which
+    then sends the result to the root) or to everyone (Allreduce), then the folded ranks get
+    the result back."""
+    pof2 = 1 << (n.bit_length() - 1)
+    rem = n - pof2
+    msgs = [(r, r + 1, m) for r in range(0, 2 * rem, 2)]
+
+    def rank_of(new: int) -> int:
+        return 2 * new + 1 if new < rem else new + rem
+
+    size, mask = m, 1
+    while mask < pof2:  # reduce-scatter: exchange half of what is left
+        size /= 2
+        msgs += [(rank_of(v), rank_of(v ^ mask), size) for v in range(pof2)]
+        mask <<= 1
+    mask >>= 1
+    while mask >= 1:  # the way back, doubling what moves
+        if root is None:
+            msgs += [(rank_of(v), rank_of(v ^ mask), size) for v in range(pof2)]
+        else:
+            msgs += [(rank_of(v), rank_of(v ^ mask), size) for v in range(pof2) if v & mask and v < 2 * mask]
+        size *= 2
+        mask >>= 1
+    if root is not None and rank_of(0) != root:
+        msgs.append((rank_of(0), root, m))
+    if root is None:
+        msgs += [(r + 1, r, m) for r in range(0, 2 * rem, 2)]
+    return msgs
+
+
 class HostModel:
     """Seconds per call of each collective in a loop of calls, on N hosts of P ranks whose links
     run at `rate_bps` through a token bucket of `burst` bytes, each host with `cpus` CPUs.
@@ -329,18 +362,21 @@ class HostModel:
             B = busiest_link(allgather_schedule(n, m), P)
             remote = lg(n, 2) - local
             return local * al + remote * self.axl + B * bc + self.copies(N * P * m), B
-        if coll == "reduce":  # host reduce, then the leaders' binomial tree; senders go on
+        pof2 = 1 << (n.bit_length() - 1)
+        if coll == "reduce":  # a binomial tree; senders go on
+            if m >= 8192 and m / 4 >= pof2:  # reduce-scatter + gather: its bytes, as MPICH picks it here
+                B = busiest_link(rabenseifner(n, m, n - 1), P)
+                return local * (al + m * self.g) + (N - 1) * (an + m * self.g) + B * bc, B
             moved = (N - 1) * m
             return local * (al + m * self.g) + (N - 1) * (an + m * self.g) + moved * bc, moved
         if coll == "allreduce":
-            pof2 = 1 << (n.bit_length() - 1)
             fold = 2 * al if pof2 < n else 0.0  # ranks past a power of two fold in and out
             rounds_local, rounds_remote = lg(P, 2) if pof2 == n else 1, lg(pof2, 2) - (lg(P, 2) if pof2 == n else 1)
             per_round = (rounds_local * al + rounds_remote * self.axl)
             if m / 4 < pof2:  # too few elements to split: recursive doubling
                 return fold + per_round + m * self.g * lg(pof2, 2), m
-            moved = 2 * (N - 1) / N * m  # reduce-scatter, then allgather
-            return fold + 2 * per_round + moved * bc + m * self.g, moved
+            B = busiest_link(rabenseifner(n, m, None), P)  # reduce-scatter, then allgather
+            return fold + 2 * per_round + B * bc + m * self.g, B
         if coll in ("alltoall", "alltoallv"):
             moved = (N - 1) * P * P * m
             if m <= 256 and coll == "alltoall":  # Bruck: lg n rounds, most of them across hosts
