@@ -127,6 +127,7 @@ def test_bench_all_collectives_verify_with_both_column_sets_json_and_progress(tm
     assert header["kind"] == "header" and header["ranks"] == 2 and header["vs"] == "mpi"
     assert len(header["colls"]) == 16 and header["type"] == "float32" and header["op"] == "sum"
     assert len(records) == 2 * (15 * 4 + 1)  # per collective, size and implementation
+    assert header["timing"] == "barrier" and {r["timing"] for r in records} == {"barrier"}  # OSU's, the default
     for r in records:
         assert r["wrong"] == 0 and r["impl"] in ("pymcoll", "mpi4py"), r
         assert r["osu_min_us"] <= r["osu_avg_us"] <= r["osu_max_us"], r
@@ -272,3 +273,8 @@ def test_bench_call_forms_reject_an_unknown_mode() -> None:
         make_call(object(), "Allreduce", (), "lazy")
     with pytest.raises(ValueError, match="mode='nonblocking'"):
         bench_collective(None, "allreduce", [8], mode="nonblocking")
+
+
+def test_bench_timing_flags_exclude_each_other() -> None:
+    proc = subprocess.run(BENCH + ["--barrier", "--back-to-back"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr

@@ -4,10 +4,10 @@ For every collective and message size, pymcoll.Comm and the reference (with
 --vs mpi, the default: the same collective of the communicator pymcoll wraps,
 called through mpi4py, so both sides pay a Python call) run in alternating
 blocks: warm-up, then A B A B ... (pymcoll, reference), a Barrier before each
-block and, as OSU times collectives, before every timed call (--back-to-back:
-none between the calls of a block, so a rank may run ahead into the next call
-as in an application's loop). --persistent times X_init once per size on both
-sides and Start + Wait per call. Before every call one element per 4 KiB page of
+block and, as OSU times collectives, the MPI's Barrier (untimed) before every
+timed call (--back-to-back: none between the calls of a block, so a rank may
+run ahead into the next call, as in an application's loop). --persistent times
+X_init once per size on both sides and Start + Wait per call. Before every call one element per 4 KiB page of
 every send block gets a new value (untimed), so no cached result can flatter a
 copy; only the call is timed. Once per size and implementation the result is checked element by
 element on every rank against numpy (#wrong: wrong elements, summed over ranks).
@@ -336,9 +336,9 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
         mode: 'plain' (the blocking call) or 'persistent' (X_init once per size on both
             sides, Start + Wait timed per call; the reference is left out, with its reason in
             ``reference_missing``, where the MPI lacks X_init).
-        back_to_back: no Barrier between timed calls (a rank may run ahead into the next
-            call, as a loop in an application does); default: a Barrier before every timed
-            call (untimed), as OSU's benchmarks time collectives.
+        back_to_back: no Barrier between the timed calls of a block (a rank may run ahead
+            into the next call, as in an application's loop); default: the MPI's Barrier
+            before every timed call (untimed), as OSU's benchmarks time collectives.
         mem_frac: for sizes from MEM_FRAC_MIN, also time a memcpy of the busiest rank's traffic
             (rank_traffic / 2 bytes, every rank at once) and record mem_frac = its time /
             the median time (1: the collective moves its bytes as fast as memcpy does).
@@ -543,9 +543,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how_ = parser.add_argument_group("how calls are made and timed")
     how_.add_argument("--persistent", action="store_true",
                       help="time persistent calls: X_init once per size (both sides), Start + Wait per call")
-    how_.add_argument("--back-to-back", action="store_true",
-                      help="no Barrier between timed calls (a rank may run ahead into the next call, as in "
-                           "an application's loop); default: a Barrier before every timed call, untimed (OSU)")
+    timing = how_.add_mutually_exclusive_group()
+    timing.add_argument("--barrier", dest="barrier", action="store_true", default=True,
+                        help="the MPI's Barrier before every timed call, untimed, as OSU's benchmarks time "
+                             "collectives (the default)")
+    timing.add_argument("--back-to-back", dest="barrier", action="store_false",
+                        help="no Barrier between the timed calls of a block, so a rank may run ahead into "
+                             "the next call, as in an application's loop")
     how_.add_argument("--no-mem-frac", action="store_true",
                       help="skip the memcpy that mem_frac is measured against (sizes from 64 KiB)")
     how = parser.add_argument_group("how long")
@@ -665,7 +669,7 @@ def run(args: argparse.Namespace) -> int:
             comm, tool=TOOL, colls=colls, sizes=sizes, iters=args.iters, warmup=args.warmup,
             blocks=args.blocks, root=args.root, type=dtype.name,
             mode="persistent" if args.persistent else "plain",
-            timing="back-to-back" if args.back_to_back else "barrier",
+            timing="barrier" if args.barrier else "back-to-back",
             op=args.op if REDUCTIONS & set(colls) else None, vs=args.vs,
             reference=(f"{pymcoll.RUNTIME_MPI.split(chr(10))[0].strip()} through mpi4py "
                        f"(the wrapped communicator's own collective)" if reference else None),
@@ -681,7 +685,7 @@ def run(args: argparse.Namespace) -> int:
                                     blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
                                     reference=reference, starting=starting,
                                     mode="persistent" if args.persistent else "plain",
-                                    back_to_back=args.back_to_back, mem_frac=not args.no_mem_frac)
+                                    back_to_back=not args.barrier, mem_frac=not args.no_mem_frac)
             records += recs
             if rank == 0:
                 print("\n" + format_table(recs, coll, header), flush=True)
