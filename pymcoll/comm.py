@@ -71,6 +71,22 @@ def _snap(value: Any) -> Any:
     return id(value)
 
 
+#: Matches no call: Scatterv's and Gatherv's quick path is closed.
+_NO_QUICK = (object(), object(), None, None, None, None)
+
+
+def _matches(spec: Any, desc: Any) -> bool:
+    """Whether `spec` (the object the last call got) is still what Comm._quick described:
+    None for None or IN_PLACE, an array's dtype, or a v-spec's array, counts, displacements,
+    datatype object and the array's dtype (a list changed in place no longer matches)."""
+    if desc is None:
+        return True
+    if type(desc) is tuple:
+        return (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
+                and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3] and desc[0].dtype is desc[4])
+    return spec.dtype is desc
+
+
 def _guard(spec: Any) -> Any:
     """What a later call's buffer spec must match to reuse this call's prepared
     arguments (checked by _unchanged): the same numpy array (a numpy array
@@ -286,6 +302,7 @@ class Comm:
     def _forget_calls(self) -> None:
         self._last_bcast = self._last_allgather = self._last_allreduce = _EMPTY
         self._last_gather = self._last_scatter = self._last_alltoall = _EMPTY
+        self._last_gatherv = self._last_scatterv = _NO_QUICK
         self._last_reduction: dict = {}
         self._recalled: dict = {}
 
@@ -311,6 +328,30 @@ class Comm:
             call.finish()
         return True
 
+    def _quick(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any) -> tuple:
+        """What Scatterv and Gatherv check before rerunning the call kept for `name` with fewer
+        Python steps than `_recall` (rooted calls in a loop, as a data loader makes them, are
+        often as short as that Python): the specs' objects and, per spec, what `_matches`
+        compares; _NO_QUICK when the call needs more."""
+        last = self._recalled.get(name)  # kept for exactly these specs (see _prepare_and_run)
+        if last is None:
+            return _NO_QUICK
+        call = last[3]
+        if call.before or call.after or call.delegate is not None:
+            return _NO_QUICK
+        descs = []
+        for spec in (sendbuf, recvbuf):
+            if spec is None or spec is _IN_PLACE:
+                descs.append(None)
+            elif type(spec) is _ndarray:
+                descs.append(spec.dtype)
+            elif type(spec) is list and len(spec) == 4 and type(spec[0]) is _ndarray and type(spec[1]) is list \
+                    and type(spec[2]) is list:
+                descs.append((spec[0], spec[1][:], spec[2][:], spec[3], spec[0].dtype))
+            else:
+                return _NO_QUICK
+        return (sendbuf, recvbuf, extra, descs[0], descs[1], call.args)
+
     def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
                          prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
         """Prepare a call from its specs, run it, and keep it for `_recall`
@@ -320,6 +361,8 @@ class Comm:
         if call.delegate is None and gs is not None and gr is not None:
             # args keep the specs' objects alive, so identities stay theirs.
             self._recalled[name] = (extra, gs, gr, call, args)
+        else:  # an entry for other specs must not outlive this call (_quick trusts it)
+            self._recalled.pop(name, None)
         self._run(call)
 
     # -- running prepared calls ---------------------------------------------
@@ -642,8 +685,15 @@ class Comm:
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
         # recvbuf matters at the root only (MPI ignores it elsewhere).
         rb = recvbuf if root == self._rank else None
+        q = self._last_gatherv
+        if sendbuf is q[0] and rb is q[1] and root == q[2] and _matches(sendbuf, q[3]) and _matches(rb, q[4]):
+            rc = _pmc_run(self._handle, q[5])
+            if rc:
+                self._check(rc, "Gatherv")
+            return
         if not self._recall("Gatherv", sendbuf, rb, root):
             self._prepare_and_run("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, sendbuf, recvbuf, root)
+        self._last_gatherv = self._quick("Gatherv", sendbuf, rb, root)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
@@ -676,8 +726,15 @@ class Comm:
         ``[buf, counts, displs, datatype]``."""
         # sendbuf matters at the root only (MPI ignores it elsewhere).
         sb = sendbuf if root == self._rank else None
+        q = self._last_scatterv
+        if sb is q[0] and recvbuf is q[1] and root == q[2] and _matches(sb, q[3]) and _matches(recvbuf, q[4]):
+            rc = _pmc_run(self._handle, q[5])
+            if rc:
+                self._check(rc, "Scatterv")
+            return
         if not self._recall("Scatterv", sb, recvbuf, root):
             self._prepare_and_run("Scatterv", sb, recvbuf, root, arguments.prepare_scatterv, sendbuf, recvbuf, root)
+        self._last_scatterv = self._quick("Scatterv", sb, recvbuf, root)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;

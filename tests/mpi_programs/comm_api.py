@@ -53,6 +53,47 @@ def repeated_v_calls_see_changes(comm: pymcoll.Comm) -> None:
     assert (recv[rdispls[0]:rdispls[0] + rcounts[0]] == np.arange(7, dtype=np.int32) + rank * (big + 3)).all()
 
 
+def same_v_spec_object_sees_changes(comm: pymcoll.Comm) -> None:
+    """Scatterv and Gatherv called again with the very same spec list and arrays (a data
+    loader's loop): counts changed in place, another array put in the list, another
+    datatype object and a dtype view must each be seen, not the last call's."""
+    size, rank = comm.size, comm.rank
+    base = np.arange(size * 8, dtype=np.int32) + 100
+    other = np.arange(size * 8, dtype=np.int32) + 5000
+    counts, displs = [4] * size, [8 * i for i in range(size)]
+    spec = [base, counts, displs, MPI.INT32_T]
+    outs = {n: np.full(n, -1, np.int32) for n in (2, 4)}  # one receive array per block size, reused
+    mines = {n: np.zeros(n, np.int32) for n in (2, 4)}
+    gathered = np.full(size * 8, -1, np.int32)
+    gspec = [gathered, counts, displs, MPI.INT32_T]
+    for root in range(size):
+        for step in range(6):
+            if step == 2:
+                counts[:] = [2] * size  # in place: the same list objects
+            elif step == 3:
+                spec[0] = other  # another array in the same list
+            elif step == 4:
+                spec[3] = MPI.INT32_T.Dup()  # another datatype object, the same type
+            elif step == 5:
+                spec[0], counts[:] = base, [4] * size
+            src, out, mine = spec[0], outs[counts[rank]], mines[counts[rank]]
+            out[:] = -1
+            comm.Scatterv(spec if rank == root else None, out, root)
+            assert (out == src[displs[rank]:displs[rank] + counts[rank]]).all(), ("Scatterv", root, step)
+            gathered[:] = -1
+            mine[:] = 10 * rank + step
+            comm.Gatherv(mine, gspec if rank == root else None, root)
+            if rank == root:
+                for j in range(size):
+                    assert (gathered[displs[j]:displs[j] + counts[j]] == 10 * j + step).all(), ("Gatherv", step)
+                    assert (gathered[displs[j] + counts[j]:displs[j] + 8] == -1).all(), ("Gatherv past", step)
+            if step == 4:
+                spec[3].Free()
+                spec[3] = MPI.INT32_T
+        counts[:] = [4] * size
+        spec[0] = base
+
+
 def body() -> None:
     k = int(sys.argv[1]) if len(sys.argv) > 1 else None
     world = MPI.COMM_WORLD
@@ -127,6 +168,7 @@ def body() -> None:
     assert inner == MPI.COMM_NULL  # the wrapped communicator was freed on exit
 
     repeated_v_calls_see_changes(comm)
+    same_v_spec_object_sees_changes(comm)
 
     wrapped_again = pymcoll.Comm(comm)
     assert wrapped_again.mpi is world
