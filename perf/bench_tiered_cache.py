@@ -1,6 +1,6 @@
 """Tiered embedding cache: every policy on every trace kind and capacity, and the learned policy's margin.
 
-    python perf/bench_tiered_cache.py                 # -> results/tiered_cache.{json,png}
+    python perf/bench_tiered_cache.py --timing        # -> results/tiered_cache.{json,png}
     python perf/bench_tiered_cache.py --rows 20000 --seeds 0 --kinds mixed --out /tmp/tc.json   # a quick run
 
 One process (the learned policies' model and shadow caches run in one
@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
 from perfutil import plotter, run_record, write_results  # noqa: E402
@@ -58,10 +58,14 @@ def traces(a: argparse.Namespace) -> list[tuple[str, int, Any]]:
     return out
 
 
-def run_case(trace: Any, cap: float) -> dict[str, Any]:
+def run_case(trace: Any, cap: float, res: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Every policy on the case, or only those missing from `res` (results kept from an earlier run)."""
     from pymcoll.algorithms.tiered_cache import simulate
 
-    res = {p: simulate(trace, cap, p).to_dict() for p in POLICIES}
+    res = dict(res or {})
+    for p in POLICIES:
+        if p not in res:
+            res[p] = simulate(trace, cap, p).to_dict()
     opt = res["opt"]["hit_rate"]
     best = max(CLASSICAL, key=lambda p: res[p]["hit_rate"])
     for p in POLICIES:
@@ -164,7 +168,7 @@ def main() -> int:
     from pymcoll.algorithms.tiered_cache import KINDS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=100_000, help="rows of the table (generated traces: 8 lookups each)")
+    ap.add_argument("--rows", type=int, default=50_000, help="rows of the table (generated traces: 8 lookups each)")
     ap.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2])
     ap.add_argument("--kinds", type=lambda s: s.split(","), default=list(KINDS))
     ap.add_argument("--capacities", type=lambda s: [float(x) for x in s.split(",")], default=list(CAPACITIES))
@@ -172,6 +176,8 @@ def main() -> int:
     ap.add_argument("--timing", action="store_true", help="also time simulate('learned') on 10^6 lookups")
     ap.add_argument("--progress", type=Path, default=None,
                     help="rewrite this JSON after every case; cases already in it are not run again")
+    ap.add_argument("--rerun", type=lambda s: s.split(","), default=[],
+                    help="policies to measure again in the cases already in --progress (the others are kept)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "tiered_cache.json")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -179,24 +185,29 @@ def main() -> int:
     records: list[dict[str, Any]] = []
     if a.progress is not None and a.progress.exists():
         records = json.loads(a.progress.read_text())
-    done = {(r["trace"], r["seed"], r["capacity_share"]) for r in records}
+    done = {(r["trace"], r["seed"], r["capacity_share"]): r for r in records}
     cases = traces(a)
     total = len(cases) * len(a.capacities)
     started = time.perf_counter()
     for name, seed, tr in cases:
         stats = tr.stats()
         for cap in a.capacities:
-            if (name, seed, cap) in done:
+            old = done.get((name, seed, cap))
+            if old is not None and not a.rerun:
                 continue
-            records.append({"trace": name, "seed": seed, "capacity_share": cap, "stats": stats, **run_case(tr, cap)})
-            r = records[-1]
+            kept = {p: v for p, v in old["policies"].items() if p not in a.rerun} if old is not None else None
+            r = {"trace": name, "seed": seed, "capacity_share": cap, "stats": stats, **run_case(tr, cap, kept)}
+            if old is not None:
+                records[records.index(old)] = r
+            else:
+                records.append(r)
             print(f"[{len(records)}/{total} {time.perf_counter() - started:6.0f}s] {name} seed {seed} cap {cap:.2f}: "
                   + "  ".join(f"{p} {v['hit_rate']:.4f}" for p, v in r["policies"].items())
                   + f"  margin {100 * r['learned_margin']:+.2f}", file=sys.stderr, flush=True)
             if a.progress is not None:
                 a.progress.write_text(json.dumps(records) + "\n")
     summary = summarize(records)
-    doc = run_record(rows=a.rows, seeds=a.seeds, kinds=a.kinds, dlrm_batches=a.dlrm_batches, warmup=0.2,
+    doc = run_record(rows=a.rows, seeds=a.seeds, kinds=a.kinds, dlrm_batches=a.dlrm_batches, warmup=0.2, rerun=a.rerun,
                      policies=list(POLICIES), classical=list(CLASSICAL), tolerance=TOLERANCE, mixed_goal=MIXED_GOAL,
                      seconds=time.perf_counter() - started, summary=summary, results=records)
     if a.timing:

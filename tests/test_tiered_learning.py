@@ -314,8 +314,9 @@ def group_trace(seed: int, bursts: int = 20, absence: int = 400) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(3))
 def test_prefetcher_learns_a_group(seed):
     ids = group_trace(seed)
-    # A window shorter than the absences: the companions that follow A1 are its group's rows.
-    pf = LearnedPrefetcher(1000, window=64)
+    # A window shorter than the absences: the companions that follow A1 are its group's rows. No check
+    # before it is on (min_checked=0): its training is trusted from the start.
+    pf = LearnedPrefetcher(1000, window=64, min_checked=0)
     info = pf.train(ids, 16)
     assert info["pairs"] > 0 and info["triggers"] > 0
     assert pf.budget is None and pf.budget_used == 2  # capacity // 8
@@ -326,7 +327,7 @@ def test_prefetcher_learns_a_group(seed):
     # Back again soon: not after a long absence, so not a trigger.
     assert pf.predict(np.array([GROUP[0], 502]), t + 3).size == 0
     # The batch's own rows are never prefetched.
-    pf2 = LearnedPrefetcher(1000, window=64)
+    pf2 = LearnedPrefetcher(1000, window=64, min_checked=0)
     pf2.train(ids, 16)
     got = pf2.predict(np.array([GROUP[0]] + GROUP[1:4]), t)
     assert set(got.tolist()) == {GROUP[4]}
@@ -364,7 +365,7 @@ def test_prefetcher_rejects_bad_arguments():
 
 def test_prefetcher_pauses_while_wrong_and_resumes_when_right():
     ids = group_trace(0)
-    pf = LearnedPrefetcher(1000, window=64, decay=1.0, min_checked=5)
+    pf = LearnedPrefetcher(1000, window=64, decay=0.8, min_checked=5)
     info = pf.train(ids, 16)
     assert 16 <= info["reach"] <= 64
     fresh = itertools.cycle(range(600, 1000))  # rows not in the training stretch: never predicted
@@ -373,26 +374,31 @@ def test_prefetcher_pauses_while_wrong_and_resumes_when_right():
         return np.array([next(fresh) for _ in range(n)], dtype=np.int64)
 
     t = ids.size + 1000
-    served = []  # rows returned per round
-    # Wrong rounds: A1 comes back, its companions do not follow within the reach.
-    for _ in range(5):
-        b = np.r_[GROUP[0], filler(40)]
-        served.append(pf.predict(b, t).size)
-        t += b.size
-        b = filler(40)
-        pf.predict(b, t)
-        t += b.size
-    assert served[0] > 0 and served[-1] == 0 and pf.paused_batches > 0
-    assert pf.running_precision < pf.min_precision
-    # Right rounds: the companions follow at once; paused, its predictions are still scored, so it resumes.
-    for _ in range(8):
-        b = np.r_[GROUP[0], filler(40)]
-        served.append(pf.predict(b, t).size)
-        t += b.size
-        b = np.r_[np.array(GROUP[1:]), filler(40)]
-        pf.predict(b, t)
-        t += b.size
+
+    def rounds(n: int, right: bool) -> list[int]:
+        """A1 comes back; its companions follow at once (right) or not within the reach (wrong)."""
+        nonlocal t
+        served = []
+        for _ in range(n):
+            b = np.r_[GROUP[0], filler(40)]
+            served.append(pf.predict(b, t).size)
+            t += b.size
+            b = np.r_[np.array(GROUP[1:]), filler(40)] if right else filler(40)
+            pf.predict(b, t)
+            t += b.size
+        return served
+
+    # It starts off: its first predictions are scored, not served; right, they turn it on.
+    served = rounds(8, right=True)
+    assert served[0] == 0 and served[-1] > 0 and pf.on
+    # Wrong rounds: its running precision falls below the break-even and it pauses.
+    served = rounds(8, right=False)
+    assert served[0] > 0 and served[-1] == 0 and pf.paused_batches > 0 and not pf.on
+    assert pf.running_precision < pf.break_even
+    # Right rounds: paused, its predictions are still scored, so it resumes.
+    served = rounds(8, right=True)
     assert served[-1] > 0 and pf.running_precision >= pf.min_precision
+    assert 0 < pf.on_batches < pf.batches
 
 
 def test_prefetcher_without_a_threshold_prefetches_nothing():

@@ -96,6 +96,18 @@ def test_make_trace_groups(kind):
     assert np.mean(looked[1:] == looked[:-1]) > 1.5 * np.sum(share ** 2)
 
 
+@pytest.mark.parametrize("kind, wins, loses", [
+    ("stack", "lru", "lfu"),      # pure recency: counts mislead
+    ("drift", "arc", "lfu"),      # the hot set is replaced: counts of the whole past mislead
+    ("scan", "tinylfu", "lru"),   # scans flush LRU; admission by frequency keeps the hot set
+])
+def test_regime_kinds_stress_their_regime(kind, wins, loses):
+    trace = make_trace(10000, kind, seed=2, n_lookups=60000)
+    rates = {p: simulate(trace, 0.05, p).hit_rate for p in (wins, loses)}
+    assert rates[wins] > rates[loses] + 0.03, rates
+    assert trace.meta["kind"] == kind and trace.meta["once_rows"] > 0
+
+
 def test_describe():
     assert describe(np.zeros(0, np.int64))["lookups"] == 0
     s = describe(np.array([5, 5, 5, 1, 2]))

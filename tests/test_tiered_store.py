@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pymcoll.algorithms.tiered_cache.policies import LRUPolicy
 from pymcoll.algorithms.tiered_cache.store import CapacityError, TieredEmbeddingStore, read_header, sidecar_path
 
-POLICIES = ("lru", "lfu", "opt")
+POLICIES = ("lru", "lfu", "opt", "arc", "lecar", "tinylfu")
 N_ROWS, DIM = 40, 4
 
 

@@ -43,10 +43,11 @@ these are scored the same way: the running cost, the share of those
 evictions that lost a hit. A right prefetch saves one miss and every
 prefetch risks the cost, so prefetching pays while the precision is above
 the cost: the break-even is the running cost (at least `min_precision`).
-Once `min_checked` predictions are scored, the prefetcher is *on* only
-while its running precision is at or above the break-even; while off it
-keeps scoring the predictions it would make and turns on again when they
-are right often enough. ``on_batches`` / ``batches`` count how often it
+The prefetcher is *on* only while its running precision, over at least
+`min_checked` scored predictions (0: its training is trusted from the
+start), is at or above the break-even: it starts off, scores the
+predictions it would make while off, and turns on (and off again) as they
+are right often enough (or not). ``on_batches`` / ``batches`` count how often it
 was on (the simulator reports the share over the scored batches).
 """
 
@@ -111,6 +112,7 @@ class LearnedPrefetcher:
         self._lost = 0.0
         self._victims_scored = 0.0
         self.on = False
+        self.checked = 0  # predictions scored so far (not decayed)
         self.on_batches = 0
         self.batches = 0
 
@@ -294,6 +296,7 @@ class LearnedPrefetcher:
         for t, row in enumerate(ids.tolist(), start=t0):
             deadline = self._outstanding.pop(row, None)
             if deadline is not None:
+                self.checked += 1
                 self._scored += 1.0
                 self._right += 1.0 if t <= deadline else 0.0
         end = t0 + ids.size
@@ -301,6 +304,7 @@ class LearnedPrefetcher:
         for row in expired:
             del self._outstanding[row]
         self._scored += len(expired)
+        self.checked += len(expired)
 
     def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
         """Rows to bring in after the batch `ids` (starting at `t0`), most confident first."""
@@ -328,9 +332,10 @@ class LearnedPrefetcher:
                 out = rows[np.argsort(-conf, kind="stable")][: self.budget_used]
         for row in out.tolist():
             self._outstanding.setdefault(row, end + self.reach)
-        # On while it pays (or until enough predictions are scored to tell); never without a threshold.
-        self.on = bool(np.isfinite(self.threshold)) and (
-            self._scored < self.min_checked or self.running_precision >= self.break_even)
+        # On only while it is known to pay: off until `min_checked` of its predictions are scored (they
+        # are scored while it is off), and never without a threshold.
+        self.on = bool(np.isfinite(self.threshold)) and self.checked >= self.min_checked and \
+            self.running_precision >= self.break_even
         if self.capacity:
             self.batches += 1
             self.on_batches += self.on
