@@ -216,7 +216,7 @@ class _IncomingRow:
     the batch announced by ``observe`` says which row lookup `t` is for.
     """
 
-    def _remember(self, ids: np.ndarray, t0: int) -> None:
+    def observe(self, ids: np.ndarray, t0: int) -> None:
         self._seen_ids = np.asarray(ids)
         self._seen_t0 = int(t0)
 
@@ -271,9 +271,6 @@ class ARCPolicy(_IncomingRow, Policy):
         self._adapted_at = -1
         self._plan = None
         self._seen_ids = None
-
-    def observe(self, ids: np.ndarray, t0: int) -> None:
-        self._remember(ids, t0)
 
     def _adapt(self, row: int, t: int) -> None:
         """Move the target size of T1 after a miss on a remembered row (once per lookup)."""
@@ -391,9 +388,6 @@ class LeCaRPolicy(_IncomingRow, Policy):
         self._plan = None
         self._seen_ids = None
         self._discount = 0.005 ** (1.0 / self.capacity)
-
-    def observe(self, ids: np.ndarray, t0: int) -> None:
-        self._remember(ids, t0)
 
     def _learn(self, row: int, t: int) -> None:
         """Penalize the expert whose eviction of `row` is now a miss (once per lookup)."""

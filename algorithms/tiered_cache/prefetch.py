@@ -61,6 +61,25 @@ import numpy as np
 from .policies import LRUPolicy, OPTPolicy, replay
 
 
+def _verdicts(pending: dict[int, int], ids: np.ndarray, t0: int) -> tuple[int, int]:
+    """Score the rows of `pending` (row -> deadline) on the lookups `ids` at t0, t0+1, ...: a row
+    looked up by its deadline is right, one looked up later or past its deadline unseen is wrong.
+    Scored rows leave `pending`; returns (right, scored)."""
+    if not pending:
+        return 0, 0
+    right = scored = 0
+    for t, row in enumerate(ids.tolist(), start=t0):
+        deadline = pending.pop(row, None)
+        if deadline is not None:
+            scored += 1
+            right += t <= deadline
+    end = t0 + ids.size
+    expired = [row for row, deadline in pending.items() if deadline < end]
+    for row in expired:
+        del pending[row]
+    return right, scored + len(expired)
+
+
 class LearnedPrefetcher:
     """Association prefetcher trained on Belady's misses (see the module docstring)."""
 
@@ -273,38 +292,19 @@ class LearnedPrefetcher:
     def _score_victims(self, ids: np.ndarray, t0: int) -> None:
         self._lost *= self.decay
         self._victims_scored *= self.decay
-        if not self._victims:
-            return
-        for t, row in enumerate(ids.tolist(), start=t0):
-            deadline = self._victims.pop(row, None)
-            if deadline is not None:
-                self._victims_scored += 1.0
-                self._lost += 1.0 if t <= deadline else 0.0
-        end = t0 + ids.size
-        expired = [row for row, deadline in self._victims.items() if deadline < end]
-        for row in expired:
-            del self._victims[row]
-        self._victims_scored += len(expired)
+        lost, scored = _verdicts(self._victims, ids, t0)
+        self._lost += lost
+        self._victims_scored += scored
 
     def _score(self, ids: np.ndarray, t0: int) -> None:
         """Verdicts on the outstanding predictions from the lookups `ids` at t0, t0+1, ..."""
         self._score_victims(ids, t0)
         self._right *= self.decay
         self._scored *= self.decay
-        if not self._outstanding:
-            return
-        for t, row in enumerate(ids.tolist(), start=t0):
-            deadline = self._outstanding.pop(row, None)
-            if deadline is not None:
-                self.checked += 1
-                self._scored += 1.0
-                self._right += 1.0 if t <= deadline else 0.0
-        end = t0 + ids.size
-        expired = [row for row, deadline in self._outstanding.items() if deadline < end]
-        for row in expired:
-            del self._outstanding[row]
-        self._scored += len(expired)
-        self.checked += len(expired)
+        right, scored = _verdicts(self._outstanding, ids, t0)
+        self._right += right
+        self._scored += scored
+        self.checked += scored
 
     def predict(self, ids: np.ndarray, t0: int) -> np.ndarray:
         """Rows to bring in after the batch `ids` (starting at `t0`), most confident first."""
