@@ -4,9 +4,11 @@
 given capacity. Every policy serves the warm-up prefix (default the first
 20% of the lookups) and is scored on the rest only; the learned policies
 train on the warm-up at its end. While batch i is served, the learned
-policy's model prepares batch i+1 and the prefetcher predicts what to bring
-in after batch i, in a background thread; prefetched rows take fast-tier
-slots like any other row (no extra buffer), evicting the policy's victims.
+policy prepares batch i+1 (its shadow caches, features and predictions) and
+the prefetcher predicts what to bring in after batch i, in a background
+thread; prefetched rows take fast-tier slots like any other row (no extra
+buffer), evicting the policy's victims, and the prefetcher is told which
+rows its prefetches evicted (its break-even is measured from them).
 """
 
 from __future__ import annotations
