@@ -75,16 +75,24 @@ def _snap(value: Any) -> Any:
 _NO_QUICK = (object(), object(), None, None, None, None)
 
 
-def _matches(spec: Any, desc: Any) -> bool:
-    """Whether `spec` (the object the last call got) is still what Comm._quick described:
-    None for None or IN_PLACE, an array's dtype, or a v-spec's array, counts, displacements,
-    datatype object and the array's dtype (a list changed in place no longer matches)."""
-    if desc is None:
-        return True
-    if type(desc) is tuple:
-        return (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
-                and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3] and desc[0].dtype is desc[4])
-    return spec.dtype is desc
+def _still(q: tuple, sendbuf: Any, recvbuf: Any, extra: Any) -> bool:
+    """Whether a call with these specs and `extra` (the root) may rerun what Comm._quick
+    described in `q`: the same spec objects and, per spec, nothing changed in it: None for
+    None or IN_PLACE, an array's dtype, or a v-spec's array, counts, displacements, datatype
+    object and its array's dtype (a list changed in place no longer matches)."""
+    if sendbuf is not q[0] or recvbuf is not q[1] or extra != q[2]:
+        return False
+    for spec, desc in ((sendbuf, q[3]), (recvbuf, q[4])):
+        if desc is None:
+            continue
+        if type(desc) is tuple:
+            if not (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
+                    and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3]
+                    and desc[0].dtype is desc[4]):
+                return False
+        elif spec.dtype is not desc:
+            return False
+    return True
 
 
 def _guard(spec: Any) -> Any:
@@ -302,7 +310,7 @@ class Comm:
     def _forget_calls(self) -> None:
         self._last_bcast = self._last_allgather = self._last_allreduce = _EMPTY
         self._last_gather = self._last_scatter = self._last_alltoall = _EMPTY
-        self._last_gatherv = self._last_scatterv = _NO_QUICK
+        self._quick_calls: dict = {}  # Scatterv, Gatherv: what _quick made of the last call
         self._last_reduction: dict = {}
         self._recalled: dict = {}
 
@@ -328,10 +336,18 @@ class Comm:
             call.finish()
         return True
 
+    def _rooted_v(self, name: str, sendbuf: Any, recvbuf: Any, root: int,
+                  prepare: Callable[..., arguments.PreparedCall], args: tuple) -> None:
+        """Scatterv or Gatherv when `_still` found a change: recalled or prepared (sendbuf and
+        recvbuf as the root needs them, None where MPI ignores them; args for `prepare`)."""
+        if not self._recall(name, sendbuf, recvbuf, root):
+            self._prepare_and_run(name, sendbuf, recvbuf, root, prepare, *args)
+        self._quick_calls[name] = self._quick(name, sendbuf, recvbuf, root)
+
     def _quick(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any) -> tuple:
         """What Scatterv and Gatherv check before rerunning the call kept for `name` with fewer
         Python steps than `_recall` (rooted calls in a loop, as a data loader makes them, are
-        often as short as that Python): the specs' objects and, per spec, what `_matches`
+        often as short as that Python): the specs' objects and, per spec, what `_still`
         compares; _NO_QUICK when the call needs more."""
         last = self._recalled.get(name)  # kept for exactly these specs (see _prepare_and_run)
         if last is None:
@@ -685,15 +701,11 @@ class Comm:
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
         # recvbuf matters at the root only (MPI ignores it elsewhere).
         rb = recvbuf if root == self._rank else None
-        q = self._last_gatherv
-        if sendbuf is q[0] and rb is q[1] and root == q[2] and _matches(sendbuf, q[3]) and _matches(rb, q[4]):
+        q = self._quick_calls.get("Gatherv", _NO_QUICK)
+        if _still(q, sendbuf, rb, root):
             rc = _pmc_run(self._handle, q[5])
-            if rc:
-                self._check(rc, "Gatherv")
-            return
-        if not self._recall("Gatherv", sendbuf, rb, root):
-            self._prepare_and_run("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, sendbuf, recvbuf, root)
-        self._last_gatherv = self._quick("Gatherv", sendbuf, rb, root)
+            return self._check(rc, "Gatherv") if rc else None
+        self._rooted_v("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, (sendbuf, recvbuf, root))
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Send block i of `sendbuf` at `root` to rank i's `recvbuf`.
@@ -726,15 +738,11 @@ class Comm:
         ``[buf, counts, displs, datatype]``."""
         # sendbuf matters at the root only (MPI ignores it elsewhere).
         sb = sendbuf if root == self._rank else None
-        q = self._last_scatterv
-        if sb is q[0] and recvbuf is q[1] and root == q[2] and _matches(sb, q[3]) and _matches(recvbuf, q[4]):
+        q = self._quick_calls.get("Scatterv", _NO_QUICK)
+        if _still(q, sb, recvbuf, root):
             rc = _pmc_run(self._handle, q[5])
-            if rc:
-                self._check(rc, "Scatterv")
-            return
-        if not self._recall("Scatterv", sb, recvbuf, root):
-            self._prepare_and_run("Scatterv", sb, recvbuf, root, arguments.prepare_scatterv, sendbuf, recvbuf, root)
-        self._last_scatterv = self._quick("Scatterv", sb, recvbuf, root)
+            return self._check(rc, "Scatterv") if rc else None
+        self._rooted_v("Scatterv", sb, recvbuf, root, arguments.prepare_scatterv, (sendbuf, recvbuf, root))
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Allgather of blocks of different sizes: `recvbuf` is ``[buf, counts, displs, datatype]``;
