@@ -416,8 +416,7 @@ def measure_shapes(configs: set[tuple[int, int, str]]) -> dict[str, Any]:
             print(f"cost_model_hosts: {hosts} hosts x {per_host} ranks, unlimited links ...", file=sys.stderr,
                   flush=True)
             free = _job(cl, per_host, ["--link-only"])["one_way"]
-            x, y = np.array(free["sizes"][-4:], float), np.array(free["seconds"][-4:])
-            beta_tcp = float(np.polyfit(x, y, 1)[0])  # as stack_seconds_per_byte, on these hosts
+            beta_tcp = stack_slope(free)
             cpus = min(len(h.cpus.split(",")) if h.cpus else os.cpu_count() or 1 for h in cl.hosts)
             for rate in sorted(r for h, p, r in configs if (h, p) == (hosts, per_host)):
                 print(f"cost_model_hosts: {hosts} hosts x {per_host} ranks at {rate} ...", file=sys.stderr, flush=True)
@@ -435,8 +434,12 @@ def stack_seconds_per_byte(per_host: int = 1) -> float:
     from pymcoll.testing.cluster import Cluster
 
     with Cluster(2) as cl:
-        free = _job(cl, per_host, ["--link-only"])["one_way"]
-    x, y = np.array(free["sizes"][-4:], float), np.array(free["seconds"][-4:])
+        return stack_slope(_job(cl, per_host, ["--link-only"])["one_way"])
+
+
+def stack_slope(one_way: dict[str, list]) -> float:
+    """Seconds per byte of a one-way sweep's largest 4 sizes (a line through them)."""
+    x, y = np.array(one_way["sizes"][-4:], float), np.array(one_way["seconds"][-4:])
     return float(np.polyfit(x, y, 1)[0])
 
 

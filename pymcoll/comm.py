@@ -77,22 +77,22 @@ _NO_QUICK = (object(), object(), None, None, None, None)
 
 def _still(q: tuple, sendbuf: Any, recvbuf: Any, extra: Any) -> bool:
     """Whether a call with these specs and `extra` (the root) may rerun what Comm._quick
-    described in `q`: the same spec objects and, per spec, nothing changed in it: None for
-    None or IN_PLACE, an array's dtype, or a v-spec's array, counts, displacements, datatype
-    object and its array's dtype (a list changed in place no longer matches)."""
-    if sendbuf is not q[0] or recvbuf is not q[1] or extra != q[2]:
-        return False
-    for spec, desc in ((sendbuf, q[3]), (recvbuf, q[4])):
-        if desc is None:
-            continue
-        if type(desc) is tuple:
-            if not (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
-                    and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3]
-                    and desc[0].dtype is desc[4]):
-                return False
-        elif spec.dtype is not desc:
-            return False
-    return True
+    described in `q`: the same spec objects, and nothing changed in either (_spec_still)."""
+    return (sendbuf is q[0] and recvbuf is q[1] and extra == q[2] and _spec_still(sendbuf, q[3])
+            and _spec_still(recvbuf, q[4]))
+
+
+def _spec_still(spec: Any, desc: Any) -> bool:
+    """`desc` still describes `spec`: None for None or IN_PLACE, an array's dtype, or a v-spec's
+    array, counts, displacements, datatype object and its array's dtype (a list changed in place
+    no longer matches)."""
+    if desc is None:
+        return True
+    if type(desc) is tuple:
+        return (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
+                and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3]
+                and desc[0].dtype is desc[4])
+    return spec.dtype is desc
 
 
 def _guard(spec: Any) -> Any:
