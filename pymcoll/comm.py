@@ -242,7 +242,8 @@ class Comm:
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
         cfg.wait_sleep = int(config.value("PYMCOLL_WAIT", wait) == "sleep")
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
-        cfg.cma_min = config.value("PYMCOLL_CMA_MIN")
+        cma_min = config.value("PYMCOLL_CMA_MIN")
+        cfg.cma_min = 0 if cma_min == "auto" else cma_min  # 0: each collective's default
         cfg.flat_max = config.value("PYMCOLL_REDUCE_FLAT_MAX")
         cfg.lanes_small_max = config.value("PYMCOLL_LANES_SMALL_MAX")
         cfg.lanes_direct_min = config.value("PYMCOLL_LANES_DIRECT_MIN")

@@ -118,6 +118,14 @@ def parse_algorithm(text: str, name: str) -> str:
     return value
 
 
+def parse_single_copy_min(text: str, name: str) -> object:
+    """Parse the single-copy crossover: 'auto' (each collective's measured
+    default) or a block size in bytes applied to every collective."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return parse_bytes(text, name)
+
+
 def parse_inline_max(text: str, name: str) -> int:
     """Parse the largest inline payload: 1 to 48 bytes."""
     value = parse_bytes(text, name)
@@ -272,9 +280,11 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_TRACE_SIGNALS", True, parse_flag,
                "1: SIGUSR1 makes a rank dump its trace, a fatal signal dumps before the previous handler "
                "runs, and a rank that times out sends SIGUSR1 to the local ranks it waited for"),
-        Option("PYMCOLL_CMA_MIN", 16 << 10, parse_bytes,
+        Option("PYMCOLL_CMA_MIN", "auto", parse_single_copy_min,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
-               "copy in/copy out"),
+               "copy in/copy out, for every collective; auto: each collective's own crossover, "
+               "measured (1 MiB for Scatter(v) to 32 MiB for Gather(v); `python -m pymcoll info` "
+               "lists them)"),
     )
 }
 for _coll in COLLECTIVES:

@@ -278,3 +278,23 @@ def test_bench_call_forms_reject_an_unknown_mode() -> None:
 def test_bench_timing_flags_exclude_each_other() -> None:
     proc = subprocess.run(BENCH + ["--barrier", "--back-to-back"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def test_bench_heap_buffers_verify_every_collective_and_say_so(tmp_path) -> None:
+    # Buffers from pymcoll.alloc for both implementations; the heap is sized to fit unless set.
+    path = tmp_path / "bench.json"
+    proc = run(BENCH + ["-n", "2", "--colls", "all", "-m", "8:64K", *QUICK, "--heap", "--json", str(path), "-q"],
+               timeout=180)
+    tables = table_rows(proc.stdout)
+    assert sorted(tables) == sorted(ALL_TITLES), list(tables)
+    assert all(r["#wrong"] == "0" for rows in tables.values() for r in rows)
+    assert "buffers from pymcoll.alloc" in proc.stdout
+    data = json.loads(path.read_text())
+    assert data[0]["buffers"] == "heap" and {r["buffers"] for r in data[1:]} == {"heap"}
+
+
+def test_bench_heap_size_covers_a_send_and_a_receive_buffer_per_rank() -> None:
+    from pymcoll.cli.bench import heap_bytes_needed
+
+    assert heap_bytes_needed(64 << 20, 2) == 2 * (2 * (64 << 20) + (16 << 20))
+    assert heap_bytes_needed(8, 1) > 16

@@ -66,7 +66,8 @@ typedef struct pmc_config {
     int wait_sleep;          /* 1: waits sleep at once instead of spinning and yielding first (PYMCOLL_WAIT=sleep) */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
-    uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap) */
+    uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap); 0 = each
+                                collective's measured default (pmc_single_copy_min) */
     uint64_t flat_max;       /* largest vector every receiver reduces whole (above: slices) */
     uint64_t lanes_small_max; /* largest payload per node the lanes move by radix-(L+1) exchange */
     uint64_t lanes_bcast_tree_max; /* largest Bcast across nodes sent down the lanes' tree whole */
@@ -107,7 +108,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_INLINE_MAX 48u
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
-#define PMC_DEFAULT_CMA_MIN (16u << 10) /* measured: perf/results/copy_paths_cico_cma.json */
+#define PMC_DEFAULT_CMA_MIN 0u /* per collective: pmc_single_copy_min_default */
 #define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
 #define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/studies/lanes.md, switch points */
 #define PMC_DEFAULT_LANES_DIRECT_MIN (2u << 10) /* measured: perf/studies/lanes.md, Alltoall */
@@ -227,6 +228,13 @@ uint64_t pmc_external_begin(pmc_comm *c, const pmc_args *a, int mode);
 void pmc_external_end(pmc_comm *c, uint64_t seq, int status);
 /* Name of a PMC_COLL_* code ("?" if unknown). */
 const char *pmc_coll_name(int coll);
+/* Smallest block (bytes) that collective `coll` (PMC_COLL_*) moves by single
+ * copy instead of copy-in/copy-out within a node of `local_ranks` ranks,
+ * when PYMCOLL_CMA_MIN is not set: measured per collective
+ * (perf/studies/copy_paths.md); 0 for a code without single copy. */
+uint64_t pmc_single_copy_min_default(int coll, int local_ranks);
+/* The same on communicator `c`: its cma_min if one was given, else the default. */
+uint64_t pmc_single_copy_min(const pmc_comm *c, int coll);
 
 /* Collectives (buffer API, bytes). */
 int pmc_barrier(pmc_comm *c);

@@ -407,7 +407,6 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.heap_bytes == 0) cfg.heap_bytes = dflt.heap_bytes;
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
-    if (cfg.cma_min == 0) cfg.cma_min = dflt.cma_min;
     if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
     if (cfg.lanes_small_max == 0) cfg.lanes_small_max = dflt.lanes_small_max;
     if (cfg.lanes_direct_min == 0) cfg.lanes_direct_min = dflt.lanes_direct_min;

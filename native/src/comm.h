@@ -122,14 +122,16 @@ int pmc_use_mpi(const pmc_comm *c, int coll);
 /* Records the algorithm family (PMC_TRACE_ALGO_*) a collective's entry
  * chose in the running call's trace record, where the choice is made. */
 void pmc_took(pmc_comm *c, int family);
-/* Data path within a node for `payload` bytes per rank; can_inline /
- * can_cma say whether the collective has such a variant for this call. */
-int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma);
+/* Data path within a node for `payload` bytes per rank of the node step
+ * `coll` (PMC_COLL_*: the step's own kind, e.g. Bcast for the broadcast
+ * phase of a hierarchical collective); can_inline / can_cma say whether the
+ * collective has such a variant for this call. */
+int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma);
 /* Whether a block of `bytes` between two local ranks of a v form moves by
  * single copy (both ends know the count, so they choose alike). */
-static inline int pmc_single_copy(const pmc_comm *c, uint64_t bytes)
+static inline int pmc_single_copy(const pmc_comm *c, int coll, uint64_t bytes)
 {
-    return bytes > 0 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA;
+    return bytes > 0 && pmc_node_path(c, coll, bytes, 0, 1) == PMC_PATH_CMA;
 }
 /* Bytes from a buffer's start that the blocks counts[i] at displs[i]
  * (i < n, bytes) span. */

@@ -259,7 +259,18 @@ RECORD_KEYS: dict[str, str] = {
     "mem_frac": ("from 64 KiB: time of a memcpy of traffic_bytes / 2 run on every rank at once / median "
                  "time (1: as fast as memcpy); None below or where traffic_bytes is None"),
     "reference_missing": "why the reference was not timed in this mode (its MPI lacks the form), or None",
+    "buffers": "numpy (numpy.empty) or heap (pymcoll.alloc, the node's shared heap; both implementations)",
 }
+
+
+def heap_bytes_needed(max_size: int, local_ranks: int) -> int:
+    """PYMCOLL_HEAP_SIZE for ``--heap`` runs up to `max_size` bytes with `local_ranks` per node.
+
+    A rank holds at most a send and a receive buffer of at most `max_size` bytes
+    each at a time; 16 MiB per rank covers the allocator's alignment and the
+    stamp's scratch.
+    """
+    return local_ranks * (2 * max_size + (16 << 20))
 
 
 # -- measuring --------------------------------------------------------------------
@@ -313,7 +324,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                      progress: Optional[Callable[[str, int, int, int], None]] = None,
                      starting: Optional[Callable[[str, int], None]] = None,
                      mode: str = "plain", back_to_back: bool = False, mem_frac: bool = True,
-                     ) -> list[dict[str, Any]]:
+                     heap: bool = False) -> list[dict[str, Any]]:
     """Measure `coll` on pymcoll.Comm `comm` (against ``comm.mpi`` when `reference`) at `sizes`.
 
     Collective over `comm`: every rank calls it with the same arguments and
@@ -342,6 +353,9 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
         mem_frac: for sizes from MEM_FRAC_MIN, also time a memcpy of the busiest rank's traffic
             (rank_traffic / 2 bytes, every rank at once) and record mem_frac = its time /
             the median time (1: the collective moves its bytes as fast as memcpy does).
+        heap: make every buffer with pymcoll.alloc (the node's shared heap; both sides use
+            the same buffers) instead of numpy.empty. The heap must hold a rank's largest
+            send and receive buffer (``PYMCOLL_HEAP_SIZE``; see :func:`heap_bytes_needed`).
 
     Returns one dict per size and implementation (``impl`` 'pymcoll' or
     'mpi4py'): coll, impl, size, count, type, redop, root, ranks, iters, warmup,
@@ -351,6 +365,8 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
     see RECORD_KEYS.
     """
     from mpi4py import MPI
+
+    import pymcoll
 
     if coll not in COLLECTIVES:
         raise ValueError(f"coll={coll!r}: expected one of {', '.join(COLLECTIVES)}")
@@ -373,11 +389,12 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
     targets = {i: targets[i] for i in impls}
     todo = planned_sizes(coll, sizes, ranks, dtype.itemsize)
     factor = busbw_factor(coll, ranks)
+    alloc = (lambda elements, dt: pymcoll.alloc(elements, dt, comm)) if heap else None
     records: list[dict[str, Any]] = []
     for index, size in enumerate(todo):
         if starting:
             starting(coll, size)
-        case = make_case(comm, coll, size, root=root, dtype=dtype, op=op, targets=targets)
+        case = make_case(comm, coll, size, root=root, dtype=dtype, op=op, targets=targets, alloc=alloc)
         assert case is not None and case.size == size, (coll, size)  # planned_sizes made it fit
         calls, releases, missing = dict(case.calls), [], None
         here = impls
@@ -463,6 +480,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
                 "traffic_bytes": traffic,
                 "mem_frac": copy_s / (med * 1e-6) if copy_s is not None and med > 0 else None,
                 "reference_missing": missing,
+                "buffers": "heap" if heap else "numpy",
             })
         if progress:
             progress(coll, size, index, len(todo))
@@ -550,6 +568,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--back-to-back", dest="barrier", action="store_false",
                         help="no Barrier between the timed calls of a block, so a rank may run ahead into "
                              "the next call, as in an application's loop")
+    how_.add_argument("--heap", action="store_true",
+                      help="every buffer from pymcoll.alloc (the node's shared heap), for both "
+                           "implementations; PYMCOLL_HEAP_SIZE is raised to fit unless set")
     how_.add_argument("--no-mem-frac", action="store_true",
                       help="skip the memcpy that mem_frac is measured against (sizes from 64 KiB)")
     how = parser.add_argument_group("how long")
@@ -659,6 +680,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(rank, str(exc))
     reference = args.vs != "none"
+    heap = bool(getattr(args, "heap", False))
+    if heap and "PYMCOLL_HEAP_SIZE" not in os.environ:
+        # Read when the Comm below is made; every rank computes the same value.
+        node = world.Split_type(MPI.COMM_TYPE_SHARED)
+        local = node.Get_size()
+        node.Free()
+        os.environ["PYMCOLL_HEAP_SIZE"] = str(heap_bytes_needed(max(sizes), local))
     comm = pymcoll.Comm(world, node_size=args.node_size)
     try:
         missing = missing_methods(comm, colls)
@@ -670,6 +698,7 @@ def run(args: argparse.Namespace) -> int:
             blocks=args.blocks, root=args.root, type=dtype.name,
             mode="persistent" if args.persistent else "plain",
             timing="barrier" if args.barrier else "back-to-back",
+            buffers="heap" if heap else "numpy",
             op=args.op if REDUCTIONS & set(colls) else None, vs=args.vs,
             reference=(f"{pymcoll.RUNTIME_MPI.split(chr(10))[0].strip()} through mpi4py "
                        f"(the wrapped communicator's own collective)" if reference else None),
@@ -685,7 +714,8 @@ def run(args: argparse.Namespace) -> int:
                                     blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
                                     reference=reference, starting=starting,
                                     mode="persistent" if args.persistent else "plain",
-                                    back_to_back=not args.barrier, mem_frac=not args.no_mem_frac)
+                                    back_to_back=not args.barrier, mem_frac=not args.no_mem_frac,
+                                    heap=heap)
             records += recs
             if rank == 0:
                 print("\n" + format_table(recs, coll, header), flush=True)

@@ -65,6 +65,7 @@ def format_header(header: dict[str, Any]) -> str:
                      f"{'fixed at ' + str(header['iters']) if header.get('iters') else 'scaled with size'}, "
                      f"{what}; times in microseconds per call"
                      + (f"; {header['mode']} calls" if header.get("mode") else "")
+                     + ("; buffers from pymcoll.alloc (shared heap)" if header.get("buffers") == "heap" else "")
                      + ("; the MPI's Barrier before every timed call" if header.get("timing") == "barrier" else
                         "; calls back to back within a block" if header.get("timing") == "back-to-back" else ""))
     if header.get("tool") == "python -m pymcoll bench":

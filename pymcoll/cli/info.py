@@ -200,6 +200,7 @@ def collect(world: Any = None) -> Optional[dict[str, Any]]:
             "data_bytes": layout.data_bytes,
             "chunk_bytes": layout.chunk_bytes,
             "cma_ok": layout.cma_ok,
+            "single_copy_from": _single_copy_from(layout.max_local),
             "shm_dir": shm_dir,
             "note": comm.note if comm is not None else "",
         },
@@ -214,6 +215,19 @@ def collect(world: Any = None) -> Optional[dict[str, Any]]:
         "options": options_table(),
     }
     return info
+
+
+def _single_copy_from(local_ranks: int) -> dict[str, int]:
+    """Each collective's single-copy crossover on the largest node: PYMCOLL_CMA_MIN
+    for all when set, else the measured table (empty on nodes of one rank)."""
+    from .. import config
+    from ..tuning import single_copy_table
+
+    if local_ranks < 2:
+        return {}
+    table = single_copy_table(local_ranks)
+    value = config.value("PYMCOLL_CMA_MIN")
+    return table if value == "auto" else {c: int(value) for c in table}
 
 
 def _cma_text(value: Optional[int]) -> str:
@@ -264,6 +278,9 @@ def format_text(info: dict[str, Any], width: Optional[int] = None) -> str:
             f"chunk {_human_bytes(s['chunk_bytes'])}")
         add(f"               single copy (process_vm_readv) between local ranks: "
             f"{'works' if s['cma_ok'] else 'refused or not needed'}")
+        if s.get("single_copy_from"):
+            add("               single copy from (block per rank): " + ", ".join(
+                f"{coll} {_human_bytes(b)}" for coll, b in s["single_copy_from"].items()))
         add(f"               PYMCOLL_SHM_DIR={s['shm_dir']}")
         if s["note"]:
             add(f"               note: {s['note']}")

@@ -7,6 +7,17 @@ import pymcoll
 from pymcoll import config
 
 
+def single_copy_edges(layout: pymcoll.Layout) -> set[int]:
+    """Blocks from which collectives switch to single copy: PYMCOLL_CMA_MIN
+    when set, else every collective's own default at every node size present."""
+    value = config.value("PYMCOLL_CMA_MIN")
+    if value != "auto":
+        return {int(value)}
+    return {pymcoll.single_copy_min(coll, local)
+            for coll in config.COLLECTIVES
+            for local in range(max(layout.min_local, 2), layout.max_local + 1)} - {0}
+
+
 def thresholds(layout: pymcoll.Layout) -> list[int]:
     """Block sizes where the data path changes: chunk and cell boundaries,
     computed for every node size present so that all ranks agree, and the
@@ -16,8 +27,9 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
     for local in range(layout.min_local, layout.max_local + 1):
         region = (layout.data_bytes // local) // 64 * 64
         edges.add(min(region // 2 // 64 * 64, 1 << 20))
-    for name in ("PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_REDUCE_FLAT_MAX"):
+    for name in ("PYMCOLL_INLINE_MAX", "PYMCOLL_REDUCE_FLAT_MAX"):
         edges.add(int(config.value(name)))
+    edges.update(single_copy_edges(layout))
     if layout.nnodes > 1:
         # Across nodes: the lanes' switch from exchange to ring, by the
         # node's payload (Allgather) or the vector (Allreduce), and where the

@@ -8,8 +8,8 @@
 int pmc_allgather_node(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block)
 {
     pmc_comm *c = op->c;
-    if (pmc_node_path(c, block, 1, 0) == PMC_PATH_INLINE) return pmc_gather_node_inline(op, f, send, recv, block, -1);
-    if (pmc_node_path(c, block, 1, 1) == PMC_PATH_CMA)
+    if (pmc_node_path(c, PMC_COLL_ALLGATHER, block, 1, 0) == PMC_PATH_INLINE) return pmc_gather_node_inline(op, f, send, recv, block, -1);
+    if (pmc_node_path(c, PMC_COLL_ALLGATHER, block, 1, 1) == PMC_PATH_CMA)
         return pmc_gather_node_cma(op, f, send, recv, block, NULL, NULL, -1);
     return pmc_gather_node_cico(op, f, send, recv, block, NULL, NULL, -1, 1);
 }
@@ -67,7 +67,7 @@ int pmc_allgatherv_run(pmc_op *op)
     unsigned char *recv = a->recvbuf;
     const void *send = a->in_place ? recv + a->rdispls[c->rank] : a->sendbuf;
     PMC_CO_BEGIN(f);
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, largest(a->recvcounts, c->size), 0, 1) == PMC_PATH_CMA) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->coll, largest(a->recvcounts, c->size), 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, a->recvcounts, a->rdispls, -1));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {

@@ -48,7 +48,7 @@ int pmc_allreduce_run(pmc_op *op)
     } else if (pmc_use_mpi(c, a->coll)) {
         pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1, PMC_INLINE_ALL));
     } else if (c->nnodes == 1 && a->count * (uint64_t)pmc_dtype_size(a->dtype) <= c->flat_max) {
@@ -82,7 +82,7 @@ int pmc_reduce_run(pmc_op *op)
     } else if (pmc_use_mpi(c, a->coll)) {
         pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
-    } else if (c->nnodes == 1 && pmc_node_path(c, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, a->count * (uint64_t)pmc_dtype_size(a->dtype), 1, 0) == PMC_PATH_INLINE) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root,
                                             PMC_INLINE_ALL));

@@ -87,7 +87,7 @@ int pmc_allreduce_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *r
     }
     for (int i = 0; i < n->local_size; ++i)
         c->lcounts[i] = i < L ? count * (uint64_t)(i + 1) / (uint64_t)L - count * (uint64_t)i / (uint64_t)L : 0;
-    if (pmc_node_path(c, count * esize / (uint64_t)n->local_size, 0, 1) == PMC_PATH_CMA) {
+    if (pmc_node_path(c, PMC_COLL_REDUCE_SCATTER_BLOCK, count * esize / (uint64_t)n->local_size, 0, 1) == PMC_PATH_CMA) {
         PMC_AWAIT(f, pmc_reduce_scatter_node_cma(op, f + 1, send, f->p, 0, c->lcounts, dtype, rop));
     } else {
         PMC_AWAIT(f, pmc_reduce_scatter_node_slices(op, f + 1, send, f->p, 0, c->lcounts, dtype, rop));
@@ -131,7 +131,7 @@ int pmc_allreduce_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *r
         PMC_AWAIT(f, pmc_lane_share(op, f + 1, recv));
     } else if (c->node == root_node) {
         /* The lanes' parts to the root. */
-        if (pmc_single_copy(c, c->lcounts[0])) {
+        if (pmc_single_copy(c, PMC_COLL_GATHER, c->lcounts[0])) {
             PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, f->p, recv, 0, c->lcounts, c->ldispls, c->local_of[root]));
         } else {
             PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, f->p, recv, 0, c->lcounts, c->ldispls, c->local_of[root], 1));

@@ -50,7 +50,7 @@ int pmc_alltoall_run(pmc_op *op)
             return rc;
         }
     }
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 0, 1) == PMC_PATH_CMA) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->coll, a->count, 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_alltoall_node_cma(op, f + 1, f->p, a->recvbuf, a->count));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {

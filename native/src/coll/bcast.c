@@ -6,8 +6,8 @@
 int pmc_bcast_node(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root)
 {
     pmc_comm *c = op->c;
-    if (pmc_node_path(c, bytes, 1, 0) == PMC_PATH_INLINE) return pmc_bcast_node_inline(op, f, buf, bytes, root);
-    if (pmc_node_path(c, bytes, 1, 1) == PMC_PATH_CMA) return pmc_bcast_node_cma(op, f, buf, bytes, root);
+    if (pmc_node_path(c, PMC_COLL_BCAST, bytes, 1, 0) == PMC_PATH_INLINE) return pmc_bcast_node_inline(op, f, buf, bytes, root);
+    if (pmc_node_path(c, PMC_COLL_BCAST, bytes, 1, 1) == PMC_PATH_CMA) return pmc_bcast_node_cma(op, f, buf, bytes, root);
     return pmc_bcast_node_cico(op, f, buf, bytes, root);
 }
 

@@ -1,6 +1,7 @@
 /* Algorithm and data-path choice. Every input is the same on all ranks
- * (sizes MPI makes them agree on, the tuning table checked at creation), so
- * all ranks take the same path. */
+ * that take part in the step (sizes MPI makes them agree on, the tuning
+ * table checked at creation, the node's size for a step within a node), so
+ * they all take the same path. */
 #include "../comm.h"
 
 int pmc_use_mpi(const pmc_comm *c, int coll)
@@ -13,7 +14,38 @@ void pmc_took(pmc_comm *c, int family)
     if (c->trace_cur != NULL) c->trace_cur->algorithm = (uint8_t)family;
 }
 
-static int choose_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
+/* Smallest block per collective that single copy carries faster than the
+ * cells, measured with perf/tune_copy_paths.py at 2 and 4 ranks on 2 cores
+ * (perf/studies/copy_paths.md). Below it, copy-in/copy-out through cells
+ * that stay in cache wins: writer and reader copy at once, and single copy
+ * pays the kernel's page pinning on every call. Above it the data no longer
+ * fits the cache and single copy's half of the memory traffic wins. A
+ * Scatter root copies every reader's block into the cells itself, so its
+ * crossover falls with the square of the readers (their number, and how
+ * rarely a reader runs beside the root once ranks outnumber cores); an
+ * Alltoall crosses earlier than a Gather, whose writers copy in parallel. */
+uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
+{
+    const uint64_t readers = local_ranks > 1 ? (uint64_t)(local_ranks - 1) : 1;
+    switch (coll) {
+    case PMC_COLL_BCAST: return 16u << 20;
+    case PMC_COLL_GATHER: case PMC_COLL_GATHERV: return 32u << 20;
+    case PMC_COLL_SCATTER: case PMC_COLL_SCATTERV: return ((4u << 20) / (readers * readers)) & ~(uint64_t)4095;
+    case PMC_COLL_ALLGATHER: case PMC_COLL_ALLGATHERV: return 8u << 20;
+    case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return 1u << 20;
+    case PMC_COLL_REDUCE_SCATTER_BLOCK: case PMC_COLL_REDUCE_SCATTER: return 4u << 20;
+    case PMC_COLL_SCAN: return 16u << 20;
+    case PMC_COLL_EXSCAN: return 8u << 20;
+    default: return 0;
+    }
+}
+
+uint64_t pmc_single_copy_min(const pmc_comm *c, int coll)
+{
+    return c->cma_min != 0 ? c->cma_min : pmc_single_copy_min_default(coll, c->node_ctx.local_size);
+}
+
+static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma)
 {
     /* A node of one rank maps no segment; the copy algorithms handle it. */
     if (c->node_ctx.local_size == 1) return PMC_PATH_CICO;
@@ -25,13 +57,16 @@ static int choose_path(const pmc_comm *c, uint64_t payload, int can_inline, int 
     default: break;
     }
     if (can_inline && payload <= c->inline_max && payload <= PMC_INLINE_BYTES) return PMC_PATH_INLINE;
-    if (can_cma && c->cma_ok && payload >= c->cma_min) return PMC_PATH_CMA;
+    if (can_cma && c->cma_ok) {
+        const uint64_t least = pmc_single_copy_min(c, coll);
+        if (least != 0 && payload >= least) return PMC_PATH_CMA;
+    }
     return PMC_PATH_CICO;
 }
 
-int pmc_node_path(const pmc_comm *c, uint64_t payload, int can_inline, int can_cma)
+int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma)
 {
-    const int path = choose_path(c, payload, can_inline, can_cma);
+    const int path = choose_path(c, coll, payload, can_inline, can_cma);
     if (c->trace_cur != NULL) c->trace_cur->paths |= (uint8_t)(1u << path);
     return path;
 }

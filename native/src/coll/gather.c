@@ -18,10 +18,10 @@ int pmc_gather_run(pmc_op *op)
         f->pc = 0;
         return PMC_OK;
     }
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 1, 0) == PMC_PATH_INLINE) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->coll, a->count, 1, 0) == PMC_PATH_INLINE) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_gather_node_inline(op, f + 1, send, recv, a->count, a->root));
-    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 1, 1) == PMC_PATH_CMA) {
+    } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->coll, a->count, 1, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, send, recv, a->count, NULL, NULL, a->root));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {

@@ -27,7 +27,7 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     if (L > 1) { /* a node of one rank has no segment: the cells copy its block */
         if (me == root) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
-                if (!pmc_single_copy(c, rcounts[n->others[f->j]])) continue;
+                if (!pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[n->others[f->j]])) continue;
                 if (f->p == NULL) {
                     uint64_t *cells = pmc_scratch(c, (size_t)L * sizeof(uint64_t));
                     if (cells == NULL) {
@@ -48,7 +48,7 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
                     }
                 }
             }
-        } else if (pmc_single_copy(c, count)) {
+        } else if (pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
             f[1].aux = f->aux;
             PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count));
         }
@@ -57,9 +57,9 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,
                                           rdispls, root, 0));
     } else {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, pmc_single_copy(c, count) ? 0 : count, NULL, NULL,
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, pmc_single_copy(c, PMC_COLL_GATHERV, count) ? 0 : count, NULL, NULL,
                                           root, 0));
-        if (pmc_single_copy(c, count)) {
+        if (pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
             /* The root has my block: my send buffer may change again. */
             f->peers[0] = root;
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));

@@ -150,7 +150,7 @@ int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf)
     for (int j = 0; j < c->node_ctx.local_size; ++j)
         if (c->lcounts[j] > largest) largest = c->lcounts[j];
     const unsigned char *mine = (const unsigned char *)buf + c->ldispls[me];
-    if (pmc_single_copy(c, largest)) return pmc_gather_node_cma(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1);
+    if (pmc_single_copy(c, PMC_COLL_ALLGATHER, largest)) return pmc_gather_node_cma(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1);
     return pmc_gather_node_cico(op, f, mine, buf, 0, c->lcounts, c->ldispls, -1, 1);
 }
 

@@ -25,10 +25,10 @@
 
 /* Whether any block between this rank and another takes single copy:
  * sends (counts of the receivers) or receives (counts of the senders). */
-static int any_single_copy(const pmc_comm *c, const uint64_t *counts, uint64_t block, int me, int L)
+static int any_single_copy(const pmc_comm *c, int coll, const uint64_t *counts, uint64_t block, int me, int L)
 {
     for (int i = 0; i < L; ++i)
-        if (i != me && pmc_single_copy(c, pmc_count_of(counts, block, i))) return 1;
+        if (i != me && pmc_single_copy(c, coll, pmc_count_of(counts, block, i))) return 1;
     return 0;
 }
 
@@ -48,9 +48,9 @@ static int even_stride(const uint64_t *displs, int L, uint64_t *stride)
 }
 
 /* counts with the single-copy blocks set to 0 (this rank's own kept). */
-static void cells_only(const pmc_comm *c, uint64_t *dst, const uint64_t *counts, int me, int L)
+static void cells_only(const pmc_comm *c, int coll, uint64_t *dst, const uint64_t *counts, int me, int L)
 {
-    for (int i = 0; i < L; ++i) dst[i] = i != me && pmc_single_copy(c, counts[i]) ? 0 : counts[i];
+    for (int i = 0; i < L; ++i) dst[i] = i != me && pmc_single_copy(c, coll, counts[i]) ? 0 : counts[i];
 }
 
 int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
@@ -61,9 +61,10 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
     pmc_node *n = &c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
     const int i_write = root < 0 || me == root, i_read = root < 0 || me != root;
-    const int exposes = L > 1 && i_write && any_single_copy(c, scounts, block, me, L);
+    const int kind = root < 0 ? PMC_COLL_ALLTOALLV : PMC_COLL_SCATTERV; /* whose crossover applies */
+    const int exposes = L > 1 && i_write && any_single_copy(c, kind, scounts, block, me, L);
     /* Alltoallv receivers adjust their counts too; a Scatterv reader has one. */
-    const int adjusts = exposes || (L > 1 && root < 0 && any_single_copy(c, rcounts, block, me, L));
+    const int adjusts = exposes || (L > 1 && root < 0 && any_single_copy(c, kind, rcounts, block, me, L));
     const int pos = root < 0 ? 0 : (me - root - 1 + L) % L; /* order among the Scatterv readers */
     unsigned char *out = recv;
     PMC_CO_BEGIN(f);
@@ -75,8 +76,8 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
             f->pc = 0;
             return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
         }
-        if (i_write) cells_only(c, f->p, scounts, me, L);
-        if (root < 0) cells_only(c, (uint64_t *)f->p + L, rcounts, me, L);
+        if (i_write) cells_only(c, kind, f->p, scounts, me, L);
+        if (root < 0) cells_only(c, kind, (uint64_t *)f->p + L, rcounts, me, L);
     }
     if (exposes) {
         pmc_desc d[2];
@@ -93,7 +94,7 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
     if (L > 1 && i_read) {
         for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
             f->peers[1] = root < 0 ? (me + 1 + f->j) % L : root;
-            if (!pmc_single_copy(c, pmc_count_of(rcounts, block, f->peers[1]))) continue;
+            if (!pmc_single_copy(c, kind, pmc_count_of(rcounts, block, f->peers[1]))) continue;
             if (root >= 0 && pos >= PMC_CMA_READERS) {
                 f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
@@ -127,7 +128,7 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
                                          NULL, NULL, block, root, 0));
     } else {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, NULL, NULL, recv, NULL, NULL,
-                                         pmc_single_copy(c, block) ? 0 : block, root, 0));
+                                         pmc_single_copy(c, kind, block) ? 0 : block, root, 0));
     }
     /* The single-copy receivers are done with the send buffer. */
     if (exposes) PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));

@@ -48,11 +48,11 @@ static int reduce_scatter_run(pmc_op *op)
         pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
     } else if (c->nnodes == 1 && a->recvcounts == NULL &&
-               pmc_node_path(c, total * esize, 1, 0) == PMC_PATH_INLINE) {
+               pmc_node_path(c, a->coll, total * esize, 1, 0) == PMC_PATH_INLINE) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
                                             PMC_INLINE_RSCATTER));
-    } else if (c->nnodes == 1 && pmc_node_path(c, total * esize / (uint64_t)c->size, 0, 1) == PMC_PATH_CMA) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, total * esize / (uint64_t)c->size, 0, 1) == PMC_PATH_CMA) {
         /* The mean block decides: every rank knows it. */
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_scatter_node_cma(op, f + 1, send, a->recvbuf, a->count, a->recvcounts, a->dtype,

@@ -25,11 +25,11 @@ static int scan_run(pmc_op *op, int exclusive)
         /* Rank order is not node order: prefixes do not follow the nodes. */
         pmc_took(c, PMC_TRACE_ALGO_MPI);
         PMC_AWAIT(f, pmc_reduce_mpi_gather(op, f + 1, send, a->recvbuf));
-    } else if (c->nnodes == 1 && pmc_node_path(c, bytes, 1, 0) == PMC_PATH_INLINE) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, bytes, 1, 0) == PMC_PATH_INLINE) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_reduce_node_inline(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1,
                                             exclusive ? PMC_INLINE_EXSCAN : PMC_INLINE_SCAN));
-    } else if (c->nnodes == 1 && pmc_node_path(c, bytes, 0, 1) == PMC_PATH_CMA) {
+    } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, bytes, 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_scan_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, exclusive));
     } else if (c->nnodes == 1) {

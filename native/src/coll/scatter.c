@@ -16,7 +16,7 @@ int pmc_scatter_run(pmc_op *op)
         f->pc = 0;
         return PMC_OK;
     }
-    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->count, 0, 1) == PMC_PATH_CMA) {
+    if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1 && pmc_node_path(c, a->coll, a->count, 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_scatter_node_cma(op, f + 1, a->sendbuf, a->in_place ? NULL : a->recvbuf, a->count, a->root));
     } else if (!pmc_use_mpi(c, a->coll) && c->nnodes == 1) {

@@ -1,0 +1,30 @@
+"""The data-path crossovers the C core uses within a node when no option overrides them."""
+
+from __future__ import annotations
+
+from . import config
+
+
+def single_copy_min(collective: str, local_ranks: int) -> int:
+    """Smallest block in bytes that `collective` moves by single copy (CMA or
+    the shared heap) instead of copy-in/copy-out, on a node of `local_ranks`
+    ranks, when ``PYMCOLL_CMA_MIN`` is unset (``auto``); 0 for a collective
+    that has no single-copy path (Barrier, Allreduce, Reduce).
+
+    Args:
+        collective: an mpi4py method name such as ``"Bcast"`` or ``"Scatterv"``.
+        local_ranks: ranks on the node (at least 1).
+    """
+    from ._native import lib
+
+    if collective not in config.COLLECTIVES:
+        raise ValueError(f"collective={collective!r}: expected one of {', '.join(config.COLLECTIVES)}")
+    if not isinstance(local_ranks, int) or local_ranks < 1:
+        raise ValueError(f"local_ranks={local_ranks!r}: expected an int >= 1")
+    return int(lib.pmc_single_copy_min_default(config.COLLECTIVES.index(collective) + 1, local_ranks))
+
+
+def single_copy_table(local_ranks: int) -> dict[str, int]:
+    """:func:`single_copy_min` of every collective that has single copy, by name."""
+    table = {c: single_copy_min(c, local_ranks) for c in config.COLLECTIVES}
+    return {c: v for c, v in table.items() if v}

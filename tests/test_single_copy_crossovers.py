@@ -1,0 +1,58 @@
+"""Where collectives switch from copy-in/copy-out to single copy within a node."""
+
+from __future__ import annotations
+
+import pytest
+
+from pymcoll import config
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_collective_on_both_sides_of_its_crossover(n: int, mpirun) -> None:
+    proc = mpirun(n, "single_copy_crossovers", env={"PYMCOLL_TIMEOUT": "120"}, timeout=600)
+    assert " 0 failed" in proc.stdout, proc.stdout
+
+
+def test_a_set_crossover_applies_to_every_collective(mpirun) -> None:
+    # 64 KiB for all: the program's sizes straddle it instead of the measured table.
+    proc = mpirun(2, "single_copy_crossovers", env={"PYMCOLL_TIMEOUT": "120", "PYMCOLL_CMA_MIN": "64K"},
+                  timeout=300)
+    assert " 0 failed" in proc.stdout, proc.stdout
+
+
+def test_table_values() -> None:
+    from pymcoll import single_copy_min
+    from pymcoll.tuning import single_copy_table
+
+    assert single_copy_min("Bcast", 2) == 16 << 20
+    assert single_copy_min("Gatherv", 4) == single_copy_min("Gather", 4) == 32 << 20
+    # The Scatter root serves every reader: the crossover falls with their square.
+    assert single_copy_min("Scatter", 2) == 4 << 20
+    assert single_copy_min("Scatter", 3) == 1 << 20
+    assert single_copy_min("Scatter", 4) < single_copy_min("Scatter", 3)
+    assert single_copy_min("Scatter", 4) % 4096 == 0
+    for name in ("Barrier", "Allreduce", "Reduce"):
+        assert single_copy_min(name, 4) == 0
+    table = single_copy_table(4)
+    assert "Allreduce" not in table and table["Alltoallv"] == 1 << 20
+
+
+def test_bad_arguments_name_themselves() -> None:
+    from pymcoll import single_copy_min
+
+    with pytest.raises(ValueError, match="collective='Bcst'"):
+        single_copy_min("Bcst", 2)
+    with pytest.raises(ValueError, match="local_ranks=0"):
+        single_copy_min("Bcast", 0)
+
+
+def test_option_parses_auto_and_sizes(monkeypatch) -> None:
+    monkeypatch.delenv("PYMCOLL_CMA_MIN", raising=False)
+    assert config.value("PYMCOLL_CMA_MIN") == "auto"
+    monkeypatch.setenv("PYMCOLL_CMA_MIN", "AUTO")
+    assert config.value("PYMCOLL_CMA_MIN") == "auto"
+    monkeypatch.setenv("PYMCOLL_CMA_MIN", "2M")
+    assert config.value("PYMCOLL_CMA_MIN") == 2 << 20
+    monkeypatch.setenv("PYMCOLL_CMA_MIN", "lots")
+    with pytest.raises(ValueError, match="PYMCOLL_CMA_MIN='lots'"):
+        config.value("PYMCOLL_CMA_MIN")
