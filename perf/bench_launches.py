@@ -40,7 +40,8 @@ def merge(docs: list[list[dict[str, Any]]]) -> tuple[dict[str, Any], list[dict[s
     """(header, records) of several launches' JSON documents ([header, *records] each)."""
     header = {**docs[0][0], "launches": len(docs)}
     keyed = [{(r["coll"], r["size"], r["impl"]): r for r in d[1:] if r.get("kind") == "result"} for d in docs]
-    missing = set(keyed[0]).symmetric_difference(*[set(k) for k in keyed[1:]]) if len(keyed) > 1 else set()
+    everywhere = set.intersection(*[set(k) for k in keyed])
+    missing = set.union(*[set(k) for k in keyed]) - everywhere
     if missing:
         raise ValueError(f"the launches measured different points, e.g. {sorted(missing)[:3]}; "
                          f"run them with the same options")

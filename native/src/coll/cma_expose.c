@@ -24,6 +24,14 @@ int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst,
     return pmc_fetch(n, src, &d, off, dst, len);
 }
 
+int pmc_cma_store_to(pmc_op *op, int dst, uint64_t s, uint64_t off, const void *src, uint64_t len)
+{
+    pmc_node *n = &op->c->node_ctx;
+    pmc_desc d;
+    memcpy(&d, pmc_inline_payload(pmc_inline_line(n, dst, s)), sizeof(d));
+    return pmc_store(n, dst, &d, off, src, len);
+}
+
 int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
                         void *tmp, int dtype, int rop)
 {

@@ -153,6 +153,8 @@ int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *rec
 int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes);
 /* Copies len bytes at offset off of what local rank src exposed at step s. */
 int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst, uint64_t len);
+/* Copies len bytes of src to offset off of what local rank dst exposed at step s. */
+int pmc_cma_store_to(pmc_op *op, int dst, uint64_t s, uint64_t off, const void *src, uint64_t len);
 /* Bytes a reduction from exposed inputs fetches at a time: they stay in L2
  * between the fetch and the combination. */
 #define PMC_CMA_REDUCE_CHUNK ((uint64_t)64 << 10)

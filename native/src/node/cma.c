@@ -1,6 +1,7 @@
-/* Single copy between local ranks: descriptors of exposed buffers, and the
- * fetch that reads one (process_vm_readv, or memcpy from the shared heap),
- * plus the standalone probe for `python -m pymcoll info`. */
+/* Single copy between local ranks: descriptors of exposed buffers, the
+ * fetch that reads one and the store that writes one (process_vm_readv /
+ * process_vm_writev, or memcpy with the shared heap), plus the standalone
+ * probe for `python -m pymcoll info`. */
 #include "cma.h"
 
 #include <errno.h>
@@ -22,15 +23,22 @@ void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *
     d->pad = 0;
 }
 
+/* PMC_OK when [off, off + len) lies in what `peer` exposed (d), else the
+ * error naming the disagreement. */
+static int within(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, uint64_t len, const char *verb)
+{
+    if (off <= d->len && len <= d->len - off) return PMC_OK;
+    snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
+             " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size)",
+             n->coll, n->coll_seq, peer, d->len, len, off, verb);
+    return PMC_ERR_ARG;
+}
+
 int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, uint64_t len)
 {
     if (len == 0) return PMC_OK;
-    if (off > d->len || len > d->len - off) {
-        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
-                 " at offset %" PRIu64 " were to be read (the ranks disagree on the message size)",
-                 n->coll, n->coll_seq, src, d->len, len, off);
-        return PMC_ERR_ARG;
-    }
+    const int rc = within(n, src, d, off, len, "read");
+    if (rc != PMC_OK) return rc;
     if (d->kind == PMC_DESC_HEAP) {
         memcpy(dst, n->seg.heap + d->where + off, len);
         return PMC_OK;
@@ -49,6 +57,33 @@ int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, 
             return PMC_ERR_SYS;
         }
         done += (uint64_t)got;
+    }
+    return PMC_OK;
+}
+
+int pmc_store(pmc_node *n, int dst, const pmc_desc *d, uint64_t off, const void *src, uint64_t len)
+{
+    if (len == 0) return PMC_OK;
+    const int rc = within(n, dst, d, off, len, "written");
+    if (rc != PMC_OK) return rc;
+    if (d->kind == PMC_DESC_HEAP) {
+        memcpy(n->seg.heap + d->where + off, src, len);
+        return PMC_OK;
+    }
+    const unsigned char *from = src;
+    uint64_t done = 0;
+    while (done < len) {
+        struct iovec local = {(void *)(uintptr_t)(from + done), (size_t)(len - done)};
+        struct iovec remote = {(void *)(uintptr_t)(d->where + off + done), (size_t)(len - done)};
+        ssize_t put = process_vm_writev((pid_t)n->seg.pids[dst], &local, 1, &remote, 1, 0);
+        if (put <= 0) {
+            if (put < 0 && errno == EINTR) continue;
+            snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": process_vm_writev to local rank %d (pid %d) failed "
+                     "after %" PRIu64 " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq, dst,
+                     (int)n->seg.pids[dst], done, len, put < 0 ? strerror(errno) : "no progress");
+            return PMC_ERR_SYS;
+        }
+        done += (uint64_t)put;
     }
     return PMC_OK;
 }
