@@ -296,5 +296,5 @@ def test_bench_heap_buffers_verify_every_collective_and_say_so(tmp_path) -> None
 def test_bench_heap_size_covers_a_send_and_a_receive_buffer_per_rank() -> None:
     from pymcoll.cli.bench import heap_bytes_needed
 
-    assert heap_bytes_needed(64 << 20, 2) == 2 * (2 * (64 << 20) + (16 << 20))
+    assert heap_bytes_needed(64 << 20, 2) == 2 * (3 * (64 << 20) + (16 << 20))
     assert heap_bytes_needed(8, 1) > 16

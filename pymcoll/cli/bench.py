@@ -266,11 +266,11 @@ RECORD_KEYS: dict[str, str] = {
 def heap_bytes_needed(max_size: int, local_ranks: int) -> int:
     """PYMCOLL_HEAP_SIZE for ``--heap`` runs up to `max_size` bytes with `local_ranks` per node.
 
-    A rank holds at most a send and a receive buffer of at most `max_size` bytes
-    each at a time; 16 MiB per rank covers the allocator's alignment and the
-    stamp's scratch.
+    A rank holds a send and a receive buffer of at most `max_size` bytes each;
+    another `max_size` and 16 MiB per rank leave room for the heap's
+    fragmentation as sizes grow.
     """
-    return local_ranks * (2 * max_size + (16 << 20))
+    return local_ranks * (3 * max_size + (16 << 20))
 
 
 # -- measuring --------------------------------------------------------------------
@@ -394,6 +394,7 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
     for index, size in enumerate(todo):
         if starting:
             starting(coll, size)
+        case = calls = None  # the last size's buffers go back (to the heap) before the next are made
         case = make_case(comm, coll, size, root=root, dtype=dtype, op=op, targets=targets, alloc=alloc)
         assert case is not None and case.size == size, (coll, size)  # planned_sizes made it fit
         calls, releases, missing = dict(case.calls), [], None
@@ -710,12 +711,18 @@ def run(args: argparse.Namespace) -> int:
         starting = step_printer("pymcoll bench", total, rank, enabled=not args.quiet)
         records: list[dict[str, Any]] = []
         for coll in colls:
-            recs = bench_collective(comm, coll, sizes, iters=args.iters, warmup=args.warmup,
-                                    blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
-                                    reference=reference, starting=starting,
-                                    mode="persistent" if args.persistent else "plain",
-                                    back_to_back=not args.barrier, mem_frac=not args.no_mem_frac,
-                                    heap=heap)
+            try:
+                recs = bench_collective(comm, coll, sizes, iters=args.iters, warmup=args.warmup,
+                                        blocks=args.blocks, root=args.root, dtype=dtype, op=args.op,
+                                        reference=reference, starting=starting,
+                                        mode="persistent" if args.persistent else "plain",
+                                        back_to_back=not args.barrier, mem_frac=not args.no_mem_frac,
+                                        heap=heap)
+            except Exception as exc:  # noqa: BLE001 - the other ranks wait in a collective: end the job
+                print(f"pymcoll bench: rank {rank}: {coll}: {type(exc).__name__}: {exc}", file=sys.stderr,
+                      flush=True)
+                world.Abort(1)
+                raise SystemExit(1) from exc  # Abort does not return; this keeps recs defined below
             records += recs
             if rank == 0:
                 print("\n" + format_table(recs, coll, header), flush=True)
