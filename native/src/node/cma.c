@@ -23,69 +23,54 @@ void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *
     d->pad = 0;
 }
 
-/* PMC_OK when [off, off + len) lies in what `peer` exposed (d), else the
- * error naming the disagreement. */
-static int within(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, uint64_t len, const char *verb)
+/* Moves len bytes between `mine` (this process) and offset off of what
+ * local rank `peer` exposed (d): from the peer when `write` is 0, to it
+ * otherwise. The range is checked against the exposure first. */
+static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void *mine, uint64_t len, int write)
 {
-    if (off <= d->len && len <= d->len - off) return PMC_OK;
-    snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
-             " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size)",
-             n->coll, n->coll_seq, peer, d->len, len, off, verb);
-    return PMC_ERR_ARG;
+    if (len == 0) return PMC_OK;
+    if (off > d->len || len > d->len - off) {
+        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
+                 " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size)",
+                 n->coll, n->coll_seq, peer, d->len, len, off, write ? "written" : "read");
+        return PMC_ERR_ARG;
+    }
+    if (d->kind == PMC_DESC_HEAP) {
+        unsigned char *theirs = n->seg.heap + d->where + off;
+        if (write) memcpy(theirs, mine, len);
+        else memcpy(mine, theirs, len);
+        return PMC_OK;
+    }
+    unsigned char *at = mine;
+    uint64_t done = 0;
+    while (done < len) {
+        struct iovec local = {at + done, (size_t)(len - done)};
+        struct iovec remote = {(void *)(uintptr_t)(d->where + off + done), (size_t)(len - done)};
+        const pid_t pid = (pid_t)n->seg.pids[peer];
+        ssize_t moved = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                              : process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (moved <= 0) {
+            if (moved < 0 && errno == EINTR) continue;
+            snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": %s local rank %d (pid %d) failed after %" PRIu64
+                     " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq,
+                     write ? "process_vm_writev to" : "process_vm_readv from", peer, (int)pid, done, len,
+                     moved < 0 ? strerror(errno) : "no progress");
+            return PMC_ERR_SYS;
+        }
+        done += (uint64_t)moved;
+    }
+    return PMC_OK;
 }
 
 int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, uint64_t len)
 {
-    if (len == 0) return PMC_OK;
-    const int rc = within(n, src, d, off, len, "read");
-    if (rc != PMC_OK) return rc;
-    if (d->kind == PMC_DESC_HEAP) {
-        memcpy(dst, n->seg.heap + d->where + off, len);
-        return PMC_OK;
-    }
-    unsigned char *to = dst;
-    uint64_t done = 0;
-    while (done < len) {
-        struct iovec local = {to + done, (size_t)(len - done)};
-        struct iovec remote = {(void *)(uintptr_t)(d->where + off + done), (size_t)(len - done)};
-        ssize_t got = process_vm_readv((pid_t)n->seg.pids[src], &local, 1, &remote, 1, 0);
-        if (got <= 0) {
-            if (got < 0 && errno == EINTR) continue;
-            snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": process_vm_readv from local rank %d (pid %d) failed "
-                     "after %" PRIu64 " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq, src,
-                     (int)n->seg.pids[src], done, len, got < 0 ? strerror(errno) : "no progress");
-            return PMC_ERR_SYS;
-        }
-        done += (uint64_t)got;
-    }
-    return PMC_OK;
+    return transfer(n, src, d, off, dst, len, 0);
 }
 
 int pmc_store(pmc_node *n, int dst, const pmc_desc *d, uint64_t off, const void *src, uint64_t len)
 {
-    if (len == 0) return PMC_OK;
-    const int rc = within(n, dst, d, off, len, "written");
-    if (rc != PMC_OK) return rc;
-    if (d->kind == PMC_DESC_HEAP) {
-        memcpy(n->seg.heap + d->where + off, src, len);
-        return PMC_OK;
-    }
-    const unsigned char *from = src;
-    uint64_t done = 0;
-    while (done < len) {
-        struct iovec local = {(void *)(uintptr_t)(from + done), (size_t)(len - done)};
-        struct iovec remote = {(void *)(uintptr_t)(d->where + off + done), (size_t)(len - done)};
-        ssize_t put = process_vm_writev((pid_t)n->seg.pids[dst], &local, 1, &remote, 1, 0);
-        if (put <= 0) {
-            if (put < 0 && errno == EINTR) continue;
-            snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": process_vm_writev to local rank %d (pid %d) failed "
-                     "after %" PRIu64 " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq, dst,
-                     (int)n->seg.pids[dst], done, len, put < 0 ? strerror(errno) : "no progress");
-            return PMC_ERR_SYS;
-        }
-        done += (uint64_t)put;
-    }
-    return PMC_OK;
+    /* process_vm_writev only reads the local iovec: dropping const is safe. */
+    return transfer(n, dst, d, off, (void *)(uintptr_t)src, len, 1);
 }
 
 int pmc_cma_probe(void)
