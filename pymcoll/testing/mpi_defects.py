@@ -8,6 +8,7 @@ communicator is dropped, because calling it would end the job.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -20,6 +21,7 @@ from .case import Case
 MPICH_REDUCE_SCATTER_LONG = 512 << 10
 
 
+@functools.lru_cache(maxsize=1)
 def _is_mpich() -> bool:
     return MPI.Get_library_version().lstrip().startswith("MPICH")
 

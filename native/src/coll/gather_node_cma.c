@@ -10,18 +10,6 @@
 #include "../comm.h"
 #include "node_algos.h"
 
-/* Bytes of the receive buffer the blocks span. */
-static uint64_t extent(const uint64_t *counts, const uint64_t *displs, uint64_t block, int L)
-{
-    if (counts == NULL) return block * (uint64_t)L;
-    uint64_t end = 0;
-    for (int i = 0; i < L; ++i) {
-        const uint64_t c = pmc_count_of(counts, block, i), d = pmc_displ_of(displs, block, i);
-        if (c > 0 && d + c > end) end = d + c;
-    }
-    return end;
-}
-
 static int gather_push(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                        const uint64_t *counts, const uint64_t *displs, int root)
 {
@@ -33,7 +21,8 @@ static int gather_push(pmc_op *op, pmc_frame *f, const void *send, void *recv, u
     f->peers[0] = root;
     if (me == root) {
         f[1].aux = f->aux;
-        PMC_AWAIT(f, pmc_cma_expose(op, f + 1, recv, extent(counts, displs, block, L)));
+        PMC_AWAIT(f, pmc_cma_expose(op, f + 1, recv,
+                                    counts == NULL ? block * (uint64_t)L : pmc_v_extent(counts, displs, L)));
         if (pmc_count_of(counts, block, me) > 0 && send != out + pmc_displ_of(displs, block, me))
             memcpy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me));
         /* A sender acknowledges once its block is in place. */
