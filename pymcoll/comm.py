@@ -173,7 +173,7 @@ def _raise_text(rc: int, text: str) -> None:
         raise PeerFailedError(text)
     if rc == lib.PMC_ERR_BROKEN:
         raise CommBrokenError(text)
-    if rc == lib.PMC_ERR_ARG:
+    if rc in (lib.PMC_ERR_ARG, lib.PMC_ERR_MISMATCH):
         raise ValueError(text)
     if rc == lib.PMC_ERR_NOMEM:
         raise MemoryError(text)

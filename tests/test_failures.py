@@ -51,3 +51,19 @@ def test_late_rank_times_out_then_recovers(n: int, late: int) -> None:
     proc = run_mpi(n, "stall_timeout", str(late), "4", env={"PYMCOLL_TIMEOUT": "1.5"}, timeout=120)
     assert proc.stdout.count("recovered") == n, proc.stdout
     assert "TimeoutError" in proc.stdout or "PeerFailedError" in proc.stdout
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_sizes_disagreeing_in_a_single_copy_fail_at_once_everywhere(n: int) -> None:
+    # The rank that finds the mismatch raises ValueError; the ranks waiting on it
+    # learn at once (PeerFailedError), not at the 30 s deadline.
+    proc = run_mpi(n, "mismatch_single_copy", env={"PYMCOLL_CMA_MIN": "64K", "PYMCOLL_TIMEOUT": "30"},
+                   timeout=120)
+    assert proc.stdout.count("recovered") == 3 * n, proc.stdout
+    for case in ("gather_sender_sends_more", "gatherv_root_expects_more", "bcast_receiver_expects_more"):
+        assert proc.stdout.count(f"{case}: ValueError") == 1, proc.stdout
+        failed = proc.stdout.count(f"{case}: PeerFailedError")
+        returned = proc.stdout.count(f"{case}: returned after")
+        # Only a Bcast leaf that waits on nobody who failed may finish (its next call raises).
+        assert failed + returned == n - 1 and (returned == 0 or case.startswith("bcast")), proc.stdout
+        assert proc.stdout.count(f"{case}: returned, then") == returned, proc.stdout

@@ -26,7 +26,8 @@ enum {
     PMC_ERR_PEER_DEAD = 6, /* a local peer process died while we waited */
     PMC_ERR_BROKEN = 7,    /* communicator unusable after an earlier failure */
     PMC_ERR_SYS = 8,       /* a system call failed */
-    PMC_ERR_PEER_ABORTED = 9 /* another local rank gave up on the collective */
+    PMC_ERR_PEER_ABORTED = 9, /* another local rank gave up on the collective */
+    PMC_ERR_MISMATCH = 10     /* the ranks disagree on a message, found while moving data */
 };
 
 /* Element types of reductions (numpy's, plus bfloat16 as torch has it). */

@@ -19,6 +19,7 @@ const char *pmc_strerror(int status)
     case PMC_ERR_BROKEN: return "communicator broken by an earlier failure";
     case PMC_ERR_SYS: return "system call failed";
     case PMC_ERR_PEER_ABORTED: return "another local rank gave up on the collective";
+    case PMC_ERR_MISMATCH: return "the ranks disagree on a message";
     default: return "unknown status";
     }
 }

@@ -31,9 +31,12 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
     if (len == 0) return PMC_OK;
     if (off > d->len || len > d->len - off) {
         snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
-                 " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size)",
+                 " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size; "
+                 "PYMCOLL_CHECK=1 names the argument); the communicator is broken: Free() it",
                  n->coll, n->coll_seq, peer, d->len, len, off, write ? "written" : "read");
-        return PMC_ERR_ARG;
+        /* Found mid-protocol: the peers wait on this rank, so they must learn now. */
+        pmc_node_abort(n);
+        return PMC_ERR_MISMATCH;
     }
     if (d->kind == PMC_DESC_HEAP) {
         unsigned char *theirs = n->seg.heap + d->where + off;
@@ -55,6 +58,7 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
                      " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq,
                      write ? "process_vm_writev to" : "process_vm_readv from", peer, (int)pid, done, len,
                      moved < 0 ? strerror(errno) : "no progress");
+            pmc_node_abort(n);
             return PMC_ERR_SYS;
         }
         done += (uint64_t)moved;

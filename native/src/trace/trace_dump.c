@@ -130,6 +130,7 @@ static const char *status_name(int32_t s)
     case PMC_ERR_BROKEN: return "broken";
     case PMC_ERR_SYS: return "sys";
     case PMC_ERR_PEER_ABORTED: return "peer_aborted";
+    case PMC_ERR_MISMATCH: return "mismatch";
     default: return "?";
     }
 }

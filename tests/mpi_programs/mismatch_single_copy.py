@@ -1,0 +1,113 @@
+"""Sizes that disagree between ranks, found while a single copy moves data
+(PYMCOLL_CHECK off): the rank that finds it raises ValueError, the ranks
+waiting on it raise PeerFailedError long before the deadline, nothing is
+written past the exposed buffer, every communicator is broken afterwards and
+a new one works.
+
+Usage: PYMCOLL_CMA_MIN=64K PYMCOLL_TIMEOUT=30 python -m mpi_programs.mismatch_single_copy
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+import pymcoll
+
+from .common import assert_broken, free_and_recover, main
+
+BLOCK = 1 << 20  # bytes per rank, above the 64 KiB crossover the test sets
+EXTRA = 64       # what the odd rank adds to its count
+GUARD = 4096     # bytes after the root's receive buffer that must stay untouched
+
+
+def gather_sender_sends_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
+    """Gather (senders store into the root): the last rank's block is longer,
+    so its store would run past the root's buffer; the last rank finds it."""
+    last = comm.size - 1
+    mine = BLOCK + EXTRA if comm.rank == last else BLOCK
+    send = np.full(mine, comm.rank + 1, np.uint8)
+    room = np.zeros(comm.size * BLOCK + GUARD, np.uint8)
+
+    def call() -> None:
+        try:
+            comm.Gather(send, room[:comm.size * BLOCK] if comm.rank == 0 else None, root=0)
+        finally:
+            assert not room[comm.size * BLOCK:].any(), "a store ran past the root's receive buffer"
+    return call, last
+
+
+def gatherv_root_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
+    """Gatherv (the root reads each block): the root expects more from the
+    last rank than it exposes; the root finds it."""
+    last, size = comm.size - 1, comm.size
+    counts = [BLOCK] * size
+    counts[last] += EXTRA
+    displs = [i * BLOCK for i in range(size)]
+    send = np.full(BLOCK, comm.rank + 1, np.uint8)
+    recv = np.zeros(sum(counts), np.uint8) if comm.rank == 0 else None
+
+    def call() -> None:
+        comm.Gatherv(send, [recv, counts, displs, MPI.BYTE] if comm.rank == 0 else None, root=0)
+    return call, 0
+
+
+def bcast_receiver_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
+    """Bcast: the last rank's buffer is longer than the root's; it finds it
+    when it reads the root's exposed buffer."""
+    last = comm.size - 1
+    buf = np.full(BLOCK + (EXTRA if comm.rank == last else 0), comm.rank, np.uint8)
+
+    def call() -> None:
+        comm.Bcast(buf, root=0)
+    return call, last
+
+
+CASES = [gather_sender_sends_more, gatherv_root_expects_more, bcast_receiver_expects_more]
+
+
+def body() -> None:
+    world = MPI.COMM_WORLD
+    rank, size = world.rank, world.size
+    timeout = float(os.environ["PYMCOLL_TIMEOUT"])
+    # Every collective takes single copy from this size on (copy-in/copy-out cannot see the mismatch).
+    assert os.environ.get("PYMCOLL_CMA_MIN") == "64K", "run with PYMCOLL_CMA_MIN=64K"
+    recv = np.zeros(size * 8, np.int32)
+    for case in CASES:
+        comm = pymcoll.Comm(world)
+        call, finder = case(comm)
+        comm.Barrier()
+        t0 = time.monotonic()
+        try:
+            call()
+            got = None
+        except ValueError as exc:
+            assert rank == finder, f"{case.__name__}: rank {rank} raised ValueError: {exc}"
+            assert "disagree" in str(exc) and "Free()" in str(exc), str(exc)
+            got = exc
+        except pymcoll.PeerFailedError as exc:
+            assert rank != finder, f"{case.__name__}: the finding rank raised {exc}"
+            got = exc
+        if got is None:
+            # A rank that waits on nobody who failed (a Bcast leaf beside the
+            # finder) may finish the call; its next collective learns.
+            assert rank != finder and rank != 0, f"{case.__name__}: rank {rank} returned"
+            try:
+                comm.Barrier()
+                raise AssertionError(f"{case.__name__}: the next call on rank {rank} did not learn of the failure")
+            except pymcoll.PeerFailedError as exc:
+                print(f"rank {rank} {case.__name__}: returned, then the next call raised {exc}", flush=True)
+        waited = time.monotonic() - t0
+        print(f"rank {rank} {case.__name__}: {type(got).__name__ if got else 'returned'} after {waited:.2f} s: "
+              f"{got}", flush=True)
+        assert waited < min(5.0, timeout / 2), f"{case.__name__}: waited {waited:.2f} s for a failure found at once"
+        assert_broken(comm)
+        free_and_recover(comm, world, recv)
+
+
+if __name__ == "__main__":
+    main(body)
