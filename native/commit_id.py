@@ -9,6 +9,7 @@ build: an editable install rebuilds on every import, and a step that always
 ran made ranks that import at once write the build's log concurrently.
 """
 
+import os
 import subprocess
 import sys
 
@@ -27,8 +28,12 @@ def main(argv: list[str]) -> None:
     template, output, root = argv
     with open(template, encoding="utf-8") as f:
         text = f.read().replace("@VCS_TAG@", commit(root))
-    with open(output, "w", encoding="utf-8") as f:
+    # Ranks that import an editable install at once may each run this step:
+    # a reader must never see a half-written module, so it appears whole.
+    partial = f"{output}.{os.getpid()}.tmp"
+    with open(partial, "w", encoding="utf-8") as f:
         f.write(text)
+    os.replace(partial, output)
 
 
 if __name__ == "__main__":
