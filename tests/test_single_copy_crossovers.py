@@ -25,7 +25,10 @@ def test_table_values() -> None:
     from pymcoll.tuning import single_copy_table
 
     assert single_copy_min("Bcast", 2) == 16 << 20
-    assert single_copy_min("Gatherv", 4) == single_copy_min("Gather", 4) == 32 << 20
+    # Gather's senders store side by side; a Gatherv root reads every block itself.
+    assert single_copy_min("Gatherv", 4) == 32 << 20
+    assert single_copy_min("Gather", 2) == single_copy_min("Gather", 4) == 2 << 20
+    assert single_copy_min("Gather", 8) == 512 << 10
     # The Scatter root serves every reader: the crossover falls with their square.
     assert single_copy_min("Scatter", 2) == 4 << 20
     assert single_copy_min("Scatter", 3) == 1 << 20
@@ -33,6 +36,11 @@ def test_table_values() -> None:
     assert single_copy_min("Scatter", 4) % 4096 == 0
     for name in ("Barrier", "Allreduce", "Reduce"):
         assert single_copy_min(name, 4) == 0
+    # An Alltoall's cells carry L^2 blocks: its crossover falls with the square of the ranks, capped.
+    assert single_copy_min("Alltoall", 2) == 2 << 20
+    assert single_copy_min("Alltoall", 3) == ((16 << 20) // 9) & ~4095
+    assert single_copy_min("Alltoall", 8) == 256 << 10
+    assert single_copy_min("Alltoallv", 5) % 4096 == 0 and single_copy_min("Alltoallv", 64) > 0
     table = single_copy_table(4)
     assert "Allreduce" not in table and table["Alltoallv"] == 1 << 20
 

@@ -14,25 +14,38 @@ void pmc_took(pmc_comm *c, int family)
     if (c->trace_cur != NULL) c->trace_cur->algorithm = (uint8_t)family;
 }
 
+/* k / L^2 bytes for L local ranks, at most cap, whole pages. */
+static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
+{
+    const uint64_t ranks = (uint64_t)(local_ranks > 1 ? local_ranks : 1);
+    const uint64_t scaled = (k / (ranks * ranks)) & ~(uint64_t)4095;
+    return scaled < cap ? scaled : cap;
+}
+
 /* Smallest block per collective that single copy carries faster than the
- * cells, measured with perf/tune_copy_paths.py at 2 and 4 ranks on 2 cores
+ * cells, measured with perf/tune_copy_paths.py at 2, 4 and 8 ranks on 2 cores
  * (perf/studies/copy_paths.md). Below it, copy-in/copy-out through cells
  * that stay in cache wins: writer and reader copy at once, and single copy
  * pays the kernel's page pinning on every call. Above it the data no longer
  * fits the cache and single copy's half of the memory traffic wins. A
  * Scatter root copies every reader's block into the cells itself, so its
  * crossover falls with the square of the readers (their number, and how
- * rarely a reader runs beside the root once ranks outnumber cores); an
- * Alltoall crosses earlier than a Gather, whose writers copy in parallel. */
+ * rarely a reader runs beside the root once ranks outnumber cores). An
+ * Alltoall's cells carry L^2 blocks at once, so its crossover also falls
+ * with the square of the ranks (2 MiB at 2 measured, 1 MiB at 4, 256-512 KiB
+ * at 8). A Gather's senders store into the root's buffer side by side, so
+ * single copy pays from 2 MiB and, once ranks outnumber cores, earlier
+ * (512 KiB at 8); a Gatherv's root still reads every block itself. */
 uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
 {
     const uint64_t readers = local_ranks > 1 ? (uint64_t)(local_ranks - 1) : 1;
     switch (coll) {
     case PMC_COLL_BCAST: return 16u << 20;
-    case PMC_COLL_GATHER: case PMC_COLL_GATHERV: return 32u << 20;
+    case PMC_COLL_GATHER: return square_law(32u << 20, local_ranks, 2u << 20);
+    case PMC_COLL_GATHERV: return 32u << 20;
     case PMC_COLL_SCATTER: case PMC_COLL_SCATTERV: return ((4u << 20) / (readers * readers)) & ~(uint64_t)4095;
     case PMC_COLL_ALLGATHER: case PMC_COLL_ALLGATHERV: return 8u << 20;
-    case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return 1u << 20;
+    case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return square_law(16u << 20, local_ranks, 2u << 20);
     case PMC_COLL_REDUCE_SCATTER_BLOCK: case PMC_COLL_REDUCE_SCATTER: return 4u << 20;
     case PMC_COLL_SCAN: return 16u << 20;
     case PMC_COLL_EXSCAN: return 8u << 20;
