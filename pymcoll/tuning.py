@@ -8,8 +8,9 @@ from . import config
 def single_copy_min(collective: str, local_ranks: int) -> int:
     """Smallest block in bytes that `collective` moves by single copy (CMA or
     the shared heap) instead of copy-in/copy-out, on a node of `local_ranks`
-    ranks, when ``PYMCOLL_CMA_MIN`` is unset (``auto``); 0 for a collective
-    that has no single-copy path (Barrier, Allreduce, Reduce).
+    ranks, when ``PYMCOLL_CMA_MIN`` is unset (``auto``); 0 where a collective
+    never takes single copy (Barrier, Allreduce, Reduce; Scan and Exscan from
+    4 local ranks, where the cells win at every size).
 
     Args:
         collective: an mpi4py method name such as ``"Bcast"`` or ``"Scatterv"``.

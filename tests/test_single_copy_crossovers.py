@@ -41,8 +41,12 @@ def test_table_values() -> None:
     assert single_copy_min("Alltoall", 3) == ((16 << 20) // 9) & ~4095
     assert single_copy_min("Alltoall", 8) == 256 << 10
     assert single_copy_min("Alltoallv", 5) % 4096 == 0 and single_copy_min("Alltoallv", 64) > 0
+    # A Scan's single copy reads L^2/2 inputs: the cells win from 4 ranks.
+    assert single_copy_min("Scan", 2) == 16 << 20 and single_copy_min("Exscan", 2) == 8 << 20
+    assert single_copy_min("Scan", 3) == single_copy_min("Exscan", 3) == 32 << 20
+    assert single_copy_min("Scan", 4) == single_copy_min("Exscan", 8) == 0
     table = single_copy_table(4)
-    assert "Allreduce" not in table and table["Alltoallv"] == 1 << 20
+    assert "Allreduce" not in table and "Scan" not in table and table["Alltoallv"] == 1 << 20
 
 
 def test_bad_arguments_name_themselves() -> None:

@@ -35,7 +35,10 @@ static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
  * with the square of the ranks (2 MiB at 2 measured, 1 MiB at 4, 256-512 KiB
  * at 8). A Gather's senders store into the root's buffer side by side, so
  * single copy pays from 2 MiB and, once ranks outnumber cores, earlier
- * (512 KiB at 8); a Gatherv's root still reads every block itself. */
+ * (512 KiB at 8); a Gatherv's root still reads every block itself. A
+ * Scan's rank r reads the inputs of all r ranks below it, L^2/2 reads in
+ * all against the cells' chain of L: from 4 ranks the cells win at every
+ * size measured (to 32 MiB; 8x at 8 MiB with 8 ranks), so 0 (never). */
 uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
 {
     const uint64_t readers = local_ranks > 1 ? (uint64_t)(local_ranks - 1) : 1;
@@ -47,8 +50,8 @@ uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
     case PMC_COLL_ALLGATHER: case PMC_COLL_ALLGATHERV: return 8u << 20;
     case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return square_law(16u << 20, local_ranks, 2u << 20);
     case PMC_COLL_REDUCE_SCATTER_BLOCK: case PMC_COLL_REDUCE_SCATTER: return 4u << 20;
-    case PMC_COLL_SCAN: return 16u << 20;
-    case PMC_COLL_EXSCAN: return 8u << 20;
+    case PMC_COLL_SCAN: return local_ranks <= 2 ? 16u << 20 : local_ranks == 3 ? 32u << 20 : 0;
+    case PMC_COLL_EXSCAN: return local_ranks <= 2 ? 8u << 20 : local_ranks == 3 ? 32u << 20 : 0;
     default: return 0;
     }
 }
