@@ -75,24 +75,20 @@ def _snap(value: Any) -> Any:
 _NO_QUICK = (object(), object(), None, None, None, None)
 
 
-def _still(q: tuple, sendbuf: Any, recvbuf: Any, extra: Any) -> bool:
-    """Whether a call with these specs and `extra` (the root) may rerun what Comm._quick
-    described in `q`: the same spec objects, and nothing changed in either (_spec_still)."""
-    return (sendbuf is q[0] and recvbuf is q[1] and extra == q[2] and _spec_still(sendbuf, q[3])
-            and _spec_still(recvbuf, q[4]))
-
-
-def _spec_still(spec: Any, desc: Any) -> bool:
-    """`desc` still describes `spec`: None for None or IN_PLACE, an array's dtype, or a v-spec's
-    array, counts, displacements, datatype object and its array's dtype (a list changed in place
-    no longer matches)."""
-    if desc is None:
-        return True
-    if type(desc) is tuple:
-        return (len(spec) == 4 and spec[0] is desc[0] and type(spec[1]) is list and spec[1] == desc[1]
-                and type(spec[2]) is list and spec[2] == desc[2] and spec[3] is desc[3]
-                and desc[0].dtype is desc[4])
-    return spec.dtype is desc
+def _still(q: tuple, vspec: Any, plain: Any, root: Any) -> bool:
+    """Whether a Scatterv or Gatherv with these specs and root may rerun what Comm._quick
+    described in `q`: the same objects, and nothing changed in them. `vspec` is the root's
+    ``[buf, counts, displs, datatype]`` (None off the root), described by a tuple; `plain` is
+    the other side's array (None or IN_PLACE), described by its dtype. A list changed in place
+    no longer matches. Written out in one expression: this runs before every call of a loop
+    of rooted v-calls, where one more Python call is a tenth of the whole call."""
+    if vspec is not q[0] or plain is not q[1] or root != q[2]:
+        return False
+    d, t = q[3], q[4]
+    return ((d is None or (len(vspec) == 4 and vspec[0] is d[0] and type(vspec[1]) is list
+                           and vspec[1] == d[1] and type(vspec[2]) is list and vspec[2] == d[2]
+                           and vspec[3] is d[3] and d[0].dtype is d[4]))
+            and (t is None or plain.dtype is t))
 
 
 def _guard(spec: Any) -> Any:
@@ -343,31 +339,35 @@ class Comm:
         recvbuf as the root needs them, None where MPI ignores them; args for `prepare`)."""
         if not self._recall(name, sendbuf, recvbuf, root):
             self._prepare_and_run(name, sendbuf, recvbuf, root, prepare, *args)
-        self._quick_calls[name] = self._quick(name, sendbuf, recvbuf, root)
+        vspec, plain = (recvbuf, sendbuf) if name == "Gatherv" else (sendbuf, recvbuf)
+        self._quick_calls[name] = self._quick(name, vspec, plain, root)
 
-    def _quick(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any) -> tuple:
-        """What Scatterv and Gatherv check before rerunning the call kept for `name` with fewer
-        Python steps than `_recall` (rooted calls in a loop, as a data loader makes them, are
-        often as short as that Python): the specs' objects and, per spec, what `_still`
-        compares; _NO_QUICK when the call needs more."""
+    def _quick(self, name: str, vspec: Any, plain: Any, root: Any) -> tuple:
+        """What Scatterv and Gatherv check (`_still`) before rerunning the call kept for `name`
+        with fewer Python steps than `_recall` (rooted calls in a loop, as a data loader makes
+        them, are often as short as that Python): the root's v-spec and the other side's
+        array, root, their descriptions, and the prepared arguments; _NO_QUICK when the call
+        needs more."""
         last = self._recalled.get(name)  # kept for exactly these specs (see _prepare_and_run)
         if last is None:
             return _NO_QUICK
         call = last[3]
         if call.before or call.after or call.delegate is not None:
             return _NO_QUICK
-        descs = []
-        for spec in (sendbuf, recvbuf):
-            if spec is None or spec is _IN_PLACE:
-                descs.append(None)
-            elif type(spec) is _ndarray:
-                descs.append(spec.dtype)
-            elif type(spec) is list and len(spec) == 4 and type(spec[0]) is _ndarray and type(spec[1]) is list \
-                    and type(spec[2]) is list:
-                descs.append((spec[0], spec[1][:], spec[2][:], spec[3], spec[0].dtype))
-            else:
-                return _NO_QUICK
-        return (sendbuf, recvbuf, extra, descs[0], descs[1], call.args)
+        if vspec is None:
+            vdesc = None
+        elif type(vspec) is list and len(vspec) == 4 and type(vspec[0]) is _ndarray and type(vspec[1]) is list \
+                and type(vspec[2]) is list:
+            vdesc = (vspec[0], vspec[1][:], vspec[2][:], vspec[3], vspec[0].dtype)
+        else:
+            return _NO_QUICK
+        if plain is None or plain is _IN_PLACE:
+            pdesc = None
+        elif type(plain) is _ndarray:
+            pdesc = plain.dtype
+        else:
+            return _NO_QUICK
+        return (vspec, plain, root, vdesc, pdesc, call.args)
 
     def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
                          prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
@@ -703,7 +703,7 @@ class Comm:
         # recvbuf matters at the root only (MPI ignores it elsewhere).
         rb = recvbuf if root == self._rank else None
         q = self._quick_calls.get("Gatherv", _NO_QUICK)
-        if _still(q, sendbuf, rb, root):
+        if _still(q, rb, sendbuf, root):
             rc = _pmc_run(self._handle, q[5])
             return self._check(rc, "Gatherv") if rc else None
         self._rooted_v("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, (sendbuf, recvbuf, root))
