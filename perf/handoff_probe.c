@@ -23,6 +23,7 @@
 enum { CHUNK = 64 << 10, SLOTS = 64, PASSES = 8, CHUNKS_PER_PASS = 4096 };
 
 typedef struct {
+    _Alignas(64) _Atomic int ready; /* reader: 1 pinned, -1 could not pin (first channel only) */
     _Alignas(64) _Atomic long written;
     _Alignas(64) _Atomic long read;
     _Alignas(64) unsigned char ring[SLOTS][CHUNK];
@@ -46,7 +47,9 @@ static int pin(int cpu)
 static void reader(channel *ch, int cpu)
 {
     unsigned char *mine = malloc(CHUNK);
-    if (mine == NULL || pin(cpu) != 0) _exit(2);
+    const int ok = mine != NULL && pin(cpu) == 0;
+    atomic_store_explicit(&ch[0].ready, ok ? 1 : -1, memory_order_release);
+    if (!ok) _exit(2);
     for (int p = 0; p < PASSES; ++p)
         for (long k = 0; k < CHUNKS_PER_PASS; ++k) {
             while (atomic_load_explicit(&ch[p].written, memory_order_acquire) <= k) {}
@@ -64,12 +67,17 @@ static int round_once(int wcpu, int rcpu, double *rates)
     if (ch == MAP_FAILED) return -1;
     memset(ch, 0, sizeof(channel) * PASSES);
     unsigned char *src = malloc(CHUNK);
-    if (src == NULL) return -1;
+    if (src == NULL || pin(wcpu) != 0) return -1;
     memset(src, 0x5A, CHUNK);
     pid_t child = fork();
     if (child < 0) return -1;
     if (child == 0) reader(ch, rcpu);
-    if (pin(wcpu) != 0) return -1;
+    /* The reader says whether it runs where asked before anyone waits on it. */
+    while (atomic_load_explicit(&ch[0].ready, memory_order_acquire) == 0) {}
+    if (atomic_load_explicit(&ch[0].ready, memory_order_acquire) < 0) {
+        waitpid(child, NULL, 0);
+        return -1;
+    }
     for (int p = 0; p < PASSES; ++p) {
         const double t0 = seconds();
         for (long k = 0; k < CHUNKS_PER_PASS; ++k) {
