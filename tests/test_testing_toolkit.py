@@ -4,6 +4,7 @@ passes against correct implementations (mpi4py's own collectives)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import numpy as np
@@ -321,6 +322,32 @@ def test_run_case_compares_with_the_wrapped_communicator() -> None:
     assert run_case(MPI.COMM_SELF, sums, 0, wrapped=MPI.COMM_SELF) is None
     with pytest.raises(ValueError, match="compare_wrapped"):
         check(MPI.COMM_SELF, MPI.COMM_SELF, ["Allgatherv"], compare_wrapped=True)
+
+
+def test_report_counts_examples_left_to_the_oracle_by_a_known_mpi_defect(monkeypatch) -> None:
+    from mpi4py import MPI
+
+    from pymcoll.testing import check
+
+    check_module = sys.modules["pymcoll.testing.check"]  # the package's `check` is the function
+
+    class Wraps:
+        """An implementation that wraps COMM_SELF, as a pymcoll.Comm wraps its communicator."""
+
+        mpi = MPI.COMM_SELF
+
+        def __getattr__(self, name):
+            return getattr(MPI.COMM_SELF, name)
+
+    # Every in-place case counts as hitting a defect of the wrapped MPI.
+    planted = "planted: the wrapped MPI would abort here"
+    monkeypatch.setattr(check_module, "wrapped_defect", lambda case: planted if case.in_place else None)
+    report = check(Wraps(), MPI.COMM_SELF, ["Reduce_scatter"], max_examples=30, compare_wrapped=True)
+    assert report.ok, str(report)
+    assert set(report.not_compared) == {planted} and 0 < report.not_compared[planted] <= 30 + 100, report
+    assert f"not compared with the wrapped MPI in {report.not_compared[planted]} example(s)" in str(report)
+    monkeypatch.setattr(check_module, "wrapped_defect", lambda case: None)
+    assert check(Wraps(), MPI.COMM_SELF, ["Reduce_scatter"], max_examples=5, compare_wrapped=True).not_compared == {}
 
 
 def test_clone_gives_the_same_arguments_in_fresh_memory() -> None:
