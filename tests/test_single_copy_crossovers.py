@@ -68,3 +68,14 @@ def test_option_parses_auto_and_sizes(monkeypatch) -> None:
     monkeypatch.setenv("PYMCOLL_CMA_MIN", "lots")
     with pytest.raises(ValueError, match="PYMCOLL_CMA_MIN='lots'"):
         config.value("PYMCOLL_CMA_MIN")
+
+
+def test_info_lists_a_set_crossover_for_every_collective_with_single_copy(monkeypatch) -> None:
+    from pymcoll.cli.info import _single_copy_from
+
+    monkeypatch.delenv("PYMCOLL_CMA_MIN", raising=False)
+    measured = _single_copy_from(4)
+    assert "Scan" not in measured and measured["Gather"] == 2 << 20
+    monkeypatch.setenv("PYMCOLL_CMA_MIN", "64K")
+    assert _single_copy_from(4) == {c: 64 << 10 for c in _single_copy_from(2)} and "Scan" in _single_copy_from(4)
+    assert _single_copy_from(1) == {}

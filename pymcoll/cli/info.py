@@ -225,9 +225,12 @@ def _single_copy_from(local_ranks: int) -> dict[str, int]:
 
     if local_ranks < 2:
         return {}
-    table = single_copy_table(local_ranks)
     value = config.value("PYMCOLL_CMA_MIN")
-    return table if value == "auto" else {c: int(value) for c in table}
+    if value == "auto":
+        return single_copy_table(local_ranks)
+    # A set value applies to every collective with a single-copy path, also
+    # those whose measured table says never at this node size (Scan from 4).
+    return {c: int(value) for c in single_copy_table(2)}
 
 
 def _cma_text(value: Optional[int]) -> str:
