@@ -61,9 +61,11 @@ def test_sizes_disagreeing_in_a_single_copy_fail_at_once_everywhere(n: int) -> N
                    timeout=120)
     assert proc.stdout.count("recovered") == 3 * n, proc.stdout
     for case in ("gather_sender_sends_more", "gatherv_root_expects_more", "bcast_receiver_expects_more"):
-        assert proc.stdout.count(f"{case}: ValueError") == 1, proc.stdout
+        found = proc.stdout.count(f"{case}: ValueError")
         failed = proc.stdout.count(f"{case}: PeerFailedError")
         returned = proc.stdout.count(f"{case}: returned after")
-        # Only a Bcast leaf that waits on nobody who failed may finish (its next call raises).
-        assert failed + returned == n - 1 and (returned == 0 or case.startswith("bcast")), proc.stdout
+        # The finder raises ValueError (a peer that compares sizes too may as well); only a
+        # Bcast leaf that waits on nobody who failed may finish (its next call raises).
+        assert found >= 1 and found + failed + returned == n, proc.stdout
+        assert returned == 0 or case.startswith("bcast"), proc.stdout
         assert proc.stdout.count(f"{case}: returned, then") == returned, proc.stdout

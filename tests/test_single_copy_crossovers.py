@@ -24,7 +24,8 @@ def test_table_values() -> None:
     from pymcoll import single_copy_min
     from pymcoll.tuning import single_copy_table
 
-    assert single_copy_min("Bcast", 2) == 16 << 20
+    # Between 2 ranks a Bcast's root and receiver each copy half.
+    assert single_copy_min("Bcast", 2) == 4 << 20 and single_copy_min("Bcast", 3) == 16 << 20
     # Gather's senders store side by side; a Gatherv root reads every block itself.
     assert single_copy_min("Gatherv", 4) == 32 << 20
     assert single_copy_min("Gather", 2) == single_copy_min("Gather", 4) == 2 << 20

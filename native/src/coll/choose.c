@@ -38,12 +38,14 @@ static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
  * (512 KiB at 8); a Gatherv's root still reads every block itself. A
  * Scan's rank r reads the inputs of all r ranks below it, L^2/2 reads in
  * all against the cells' chain of L: from 4 ranks the cells win at every
- * size measured (to 32 MiB; 8x at 8 MiB with 8 ranks), so 0 (never). */
+ * size measured (to 32 MiB; 8x at 8 MiB with 8 ranks), so 0 (never). A
+ * Bcast between 2 ranks splits the copy between root and receiver, which
+ * pays from 4 MiB (0.83x the cells, 0.49x at 64 MiB). */
 uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
 {
     const uint64_t readers = local_ranks > 1 ? (uint64_t)(local_ranks - 1) : 1;
     switch (coll) {
-    case PMC_COLL_BCAST: return 16u << 20;
+    case PMC_COLL_BCAST: return local_ranks == 2 ? 4u << 20 : 16u << 20;
     case PMC_COLL_GATHER: return square_law(32u << 20, local_ranks, 2u << 20);
     case PMC_COLL_GATHERV: return 32u << 20;
     case PMC_COLL_SCATTER: case PMC_COLL_SCATTERV: return ((4u << 20) / (readers * readers)) & ~(uint64_t)4095;

@@ -1,6 +1,8 @@
 /* Exposing a buffer for single copy (its descriptor goes out inline),
  * fetching from a peer's exposed buffer, and reducing straight from the
  * exposed inputs of several peers. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../comm.h"
@@ -30,6 +32,19 @@ int pmc_cma_store_to(pmc_op *op, int dst, uint64_t s, uint64_t off, const void *
     pmc_desc d;
     memcpy(&d, pmc_inline_payload(pmc_inline_line(n, dst, s)), sizeof(d));
     return pmc_store(n, dst, &d, off, src, len);
+}
+
+int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes)
+{
+    pmc_node *n = &op->c->node_ctx;
+    pmc_desc d;
+    memcpy(&d, pmc_inline_payload(pmc_inline_line(n, peer, s)), sizeof(d));
+    if (d.len == bytes) return PMC_OK;
+    snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d has %" PRIu64 " bytes but local rank %d has %"
+             PRIu64 " (the ranks disagree on the message size; PYMCOLL_CHECK=1 names the argument); the "
+             "communicator is broken: Free() it", n->coll, n->coll_seq, peer, d.len, n->local_rank, bytes);
+    pmc_node_abort(n);
+    return PMC_ERR_MISMATCH;
 }
 
 int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,

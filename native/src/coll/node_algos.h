@@ -155,6 +155,10 @@ int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes);
 int pmc_cma_fetch_from(pmc_op *op, int src, uint64_t s, uint64_t off, void *dst, uint64_t len);
 /* Copies len bytes of src to offset off of what local rank dst exposed at step s. */
 int pmc_cma_store_to(pmc_op *op, int dst, uint64_t s, uint64_t off, const void *src, uint64_t len);
+/* PMC_OK when local rank peer exposed exactly `bytes` at step s; else
+ * PMC_ERR_MISMATCH, the message set and the node told (the ranks disagree
+ * on the message size where no read or write past the exposure shows it). */
+int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes);
 /* Bytes a reduction from exposed inputs fetches at a time: they stay in L2
  * between the fetch and the combination. */
 #define PMC_CMA_REDUCE_CHUNK ((uint64_t)64 << 10)
