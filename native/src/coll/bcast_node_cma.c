@@ -3,37 +3,27 @@
  * exposes its own copy to its children. No buffer has more than two
  * readers at a time, and every byte is copied once per receiver.
  *
- * A parent with a single child that is a leaf (2 ranks: the root and its
- * receiver) would otherwise wait idle while the child copies: there the
- * two split the copy. The child exposes its buffer as well, reads the first
- * half from the parent while the parent writes the second half into it,
- * and returns once the parent says (its done flag) that its half is in.
- * Not when the node's ranks outnumber its CPUs: the parent's half would
- * only take turns with the child's. */
+ * Between 2 ranks the root would otherwise wait idle while the receiver
+ * copies: there the two split the copy. The receiver exposes its buffer as
+ * well, reads the first half from the root while the root writes the
+ * second half into it, and returns once the root says (its done flag) that
+ * its half is in. Not when the two share one CPU: the halves would only
+ * take turns. (Deeper trees keep one reader per copy: a parent there has
+ * its own parent's copy to wait for and up to two children.) */
 #include "../comm.h"
 #include "node_algos.h"
 
-/* Tree position v of L ranks (0 is the root). */
-static int children_of(int v, int L) { return (2 * v + 1 < L) + (2 * v + 2 < L); }
-static int parent_of(int v) { return (v - 1) / 2; }
-
 /* Where a split copy's second half starts (whole pages; 0: too small to split). */
 static uint64_t split_at(uint64_t bytes) { return (bytes / 2) & ~(uint64_t)4095; }
-
-/* Whether the pair (v's parent, v) splits the copy of `bytes`. */
-static int pair_splits(const pmc_node *n, int v, int L, uint64_t bytes)
-{
-    return v != 0 && !n->yield_now && children_of(v, L) == 0 && children_of(parent_of(v), L) == 1 &&
-           split_at(bytes) > 0;
-}
 
 int pmc_bcast_node_cma(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root)
 {
     pmc_node *n = &op->c->node_ctx;
     const int L = n->local_size;
     const int v = (n->local_rank - root + L) % L; /* position in the tree */
-    const int split_up = pair_splits(n, v, L, bytes);             /* my parent writes my second half */
-    const int split_down = children_of(v, L) == 1 && pair_splits(n, 2 * v + 1, L, bytes); /* I write it */
+    const int split = L == 2 && !n->yield_now && split_at(bytes) > 0;
+    const int split_up = split && v == 1;   /* the root writes my second half */
+    const int split_down = split && v == 0; /* I write the receiver's */
     const uint64_t half = split_at(bytes);
     unsigned char *data = buf;
     PMC_CO_BEGIN(f);
@@ -41,7 +31,7 @@ int pmc_bcast_node_cma(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int 
     f->j = 0; /* children, in peers[0..j) */
     for (int k = 1; k <= 2; ++k)
         if (2 * v + k < L) f->peers[f->j++] = (2 * v + k + root) % L;
-    f->peers[2] = (parent_of(v) + root) % L;
+    f->peers[2] = ((v - 1) / 2 + root) % L; /* parent */
     if (split_up) {
         /* The parent writes into my buffer: it needs my descriptor first. */
         f[1].aux = f->aux;
