@@ -283,7 +283,7 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_CMA_MIN", "auto", parse_single_copy_min,
                "smallest block (bytes) moved by single copy (CMA or the shared heap) instead of "
                "copy in/copy out, for every collective; auto: each collective's own crossover, "
-               "measured (2 MiB for Alltoall(v) and Gather to 32 MiB for Gatherv at 2 ranks, less for "
+               "measured (1 MiB for Alltoall(v) to 32 MiB for Gatherv at 2 ranks, less for "
                "Alltoall(v), Gather and Scatter(v) as local ranks grow; `python -m pymcoll info` lists them)"),
     )
 }

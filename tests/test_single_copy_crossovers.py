@@ -38,8 +38,8 @@ def test_table_values() -> None:
     for name in ("Barrier", "Allreduce", "Reduce"):
         assert single_copy_min(name, 4) == 0
     # An Alltoall's cells carry L^2 blocks: its crossover falls with the square of the ranks, capped.
-    assert single_copy_min("Alltoall", 2) == 2 << 20
-    assert single_copy_min("Alltoall", 3) == ((16 << 20) // 9) & ~4095
+    assert single_copy_min("Alltoall", 2) == single_copy_min("Alltoall", 4) == 1 << 20
+    assert single_copy_min("Alltoall", 5) == ((16 << 20) // 25) & ~4095
     assert single_copy_min("Alltoall", 8) == 256 << 10
     assert single_copy_min("Alltoallv", 5) % 4096 == 0 and single_copy_min("Alltoallv", 64) > 0
     # A Scan's single copy reads L^2/2 inputs: the cells win from 4 ranks.

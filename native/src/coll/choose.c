@@ -32,8 +32,10 @@ static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
  * crossover falls with the square of the readers (their number, and how
  * rarely a reader runs beside the root once ranks outnumber cores). An
  * Alltoall's cells carry L^2 blocks at once, so its crossover also falls
- * with the square of the ranks (2 MiB at 2 measured, 1 MiB at 4, 256-512 KiB
- * at 8). A Gather's senders store into the root's buffer side by side, so
+ * with the square of the ranks (256-512 KiB at 8), from 1 MiB up to 4
+ * ranks: at 2 the cells win in the tuner's reused buffers up to 2 MiB, but
+ * with freshly written ones (bench) MPICH's single copy beat them 1.3x at
+ * 1 MiB blocks while ours matched it. A Gather's senders store into the root's buffer side by side, so
  * single copy pays from 2 MiB and, once ranks outnumber cores, earlier
  * (512 KiB at 8); a Gatherv's root still reads every block itself. A
  * Scan's rank r reads the inputs of all r ranks below it, L^2/2 reads in
@@ -50,7 +52,7 @@ uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
     case PMC_COLL_GATHERV: return 32u << 20;
     case PMC_COLL_SCATTER: case PMC_COLL_SCATTERV: return ((4u << 20) / (readers * readers)) & ~(uint64_t)4095;
     case PMC_COLL_ALLGATHER: case PMC_COLL_ALLGATHERV: return 8u << 20;
-    case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return square_law(16u << 20, local_ranks, 2u << 20);
+    case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return square_law(16u << 20, local_ranks, 1u << 20);
     case PMC_COLL_REDUCE_SCATTER_BLOCK: case PMC_COLL_REDUCE_SCATTER: return 4u << 20;
     case PMC_COLL_SCAN: return local_ranks <= 2 ? 16u << 20 : local_ranks == 3 ? 32u << 20 : 0;
     case PMC_COLL_EXSCAN: return local_ranks <= 2 ? 8u << 20 : local_ranks == 3 ? 32u << 20 : 0;
