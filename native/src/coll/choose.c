@@ -35,9 +35,10 @@ static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
  * with the square of the ranks (256-512 KiB at 8), from 1 MiB up to 4
  * ranks: at 2 the cells win in the tuner's reused buffers up to 2 MiB, but
  * with freshly written ones (bench) MPICH's single copy beat them 1.3x at
- * 1 MiB blocks while ours matched it. A Gather's senders store into the root's buffer side by side, so
- * single copy pays from 2 MiB and, once ranks outnumber cores, earlier
- * (512 KiB at 8); a Gatherv's root still reads every block itself. A
+ * 1 MiB blocks while ours matched it. A Gather's senders store into the
+ * root's buffer side by side, so single copy pays from 2 MiB and, once
+ * ranks outnumber cores, earlier (512 KiB at 8); a Gatherv's root still
+ * reads every block itself. A
  * Scan's rank r reads the inputs of all r ranks below it, L^2/2 reads in
  * all against the cells' chain of L: from 4 ranks the cells win at every
  * size measured (to 32 MiB; 8x at 8 MiB with 8 ranks), so 0 (never). A
