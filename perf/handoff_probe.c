@@ -11,6 +11,7 @@
  * core's memcpy of 256 MiB through memory. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,10 @@
 #include <unistd.h>
 
 enum { CHUNK = 64 << 10, SLOTS = 64, PASSES = 8, CHUNKS_PER_PASS = 4096 };
+#define TIMEOUT_S 10.0 /* a wait longer than this means the other process is gone */
 
 typedef struct {
-    _Alignas(64) _Atomic int ready; /* reader: 1 pinned, -1 could not pin (first channel only) */
+    _Alignas(64) _Atomic long ready; /* reader: 1 pinned, 2 could not pin (first channel only) */
     _Alignas(64) _Atomic long written;
     _Alignas(64) _Atomic long read;
     _Alignas(64) unsigned char ring[SLOTS][CHUNK];
@@ -34,6 +36,15 @@ static double seconds(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Spins until *x >= target; -1 after `limit` seconds (the peer died or stalled). */
+static int wait_geq(_Atomic long *x, long target, double limit)
+{
+    const double end = seconds() + limit;
+    for (unsigned long spins = 1; atomic_load_explicit(x, memory_order_acquire) < target; ++spins)
+        if ((spins & 0xFFFF) == 0 && seconds() > end) return -1;
+    return 0;
 }
 
 static int pin(int cpu)
@@ -48,11 +59,11 @@ static void reader(channel *ch, int cpu)
 {
     unsigned char *mine = malloc(CHUNK);
     const int ok = mine != NULL && pin(cpu) == 0;
-    atomic_store_explicit(&ch[0].ready, ok ? 1 : -1, memory_order_release);
+    atomic_store_explicit(&ch[0].ready, ok ? 1 : 2, memory_order_release);
     if (!ok) _exit(2);
     for (int p = 0; p < PASSES; ++p)
         for (long k = 0; k < CHUNKS_PER_PASS; ++k) {
-            while (atomic_load_explicit(&ch[p].written, memory_order_acquire) <= k) {}
+            if (wait_geq(&ch[p].written, k + 1, TIMEOUT_S) != 0) _exit(3);
             memcpy(mine, ch[p].ring[k % SLOTS], CHUNK);
             atomic_store_explicit(&ch[p].read, k + 1, memory_order_release);
         }
@@ -73,8 +84,8 @@ static int round_once(int wcpu, int rcpu, double *rates)
     if (child < 0) return -1;
     if (child == 0) reader(ch, rcpu);
     /* The reader says whether it runs where asked before anyone waits on it. */
-    while (atomic_load_explicit(&ch[0].ready, memory_order_acquire) == 0) {}
-    if (atomic_load_explicit(&ch[0].ready, memory_order_acquire) < 0) {
+    if (wait_geq(&ch[0].ready, 1, TIMEOUT_S) != 0 || atomic_load_explicit(&ch[0].ready, memory_order_acquire) != 1) {
+        kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         return -1;
     }
@@ -82,11 +93,15 @@ static int round_once(int wcpu, int rcpu, double *rates)
         const double t0 = seconds();
         for (long k = 0; k < CHUNKS_PER_PASS; ++k) {
             /* Never overwrite a slot the reader has not copied yet. */
-            while (k - atomic_load_explicit(&ch[p].read, memory_order_acquire) >= SLOTS - 1) {}
+            if (wait_geq(&ch[p].read, k - SLOTS + 2, TIMEOUT_S) != 0) break;
             memcpy(ch[p].ring[k % SLOTS], src, CHUNK);
             atomic_store_explicit(&ch[p].written, k + 1, memory_order_release);
         }
-        while (atomic_load_explicit(&ch[p].read, memory_order_acquire) < CHUNKS_PER_PASS) {}
+        if (wait_geq(&ch[p].read, CHUNKS_PER_PASS, TIMEOUT_S) != 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            return -1;
+        }
         rates[p] = (double)CHUNKS_PER_PASS * CHUNK / (seconds() - t0) / 1e9;
     }
     int status = 0;
@@ -125,7 +140,9 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; ++r) {
         double rates[PASSES];
         if (round_once(wcpu, rcpu, rates) != 0) {
-            perror("handoff_probe: a round failed (are both CPUs online and allowed?)");
+            fprintf(stderr, "handoff_probe: a round failed: CPUs %d and %d must both be online and in this "
+                            "process's affinity mask, and the reader must keep up within %.0f s\n",
+                    wcpu, rcpu, TIMEOUT_S);
             return 1;
         }
         for (int p = 0; p < PASSES; ++p) printf("%5.1f ", rates[p]);

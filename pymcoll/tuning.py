@@ -29,3 +29,14 @@ def single_copy_table(local_ranks: int) -> dict[str, int]:
     """:func:`single_copy_min` of every collective that has single copy, by name."""
     table = {c: single_copy_min(c, local_ranks) for c in config.COLLECTIVES}
     return {c: v for c, v in table.items() if v}
+
+
+def single_copy_min_now(collective: str, local_ranks: int) -> int:
+    """The crossover a communicator created now would use: ``PYMCOLL_CMA_MIN``
+    when set, for every collective that has a single-copy path (those with a
+    crossover at 2 ranks), else :func:`single_copy_min`; 0 where it never
+    takes single copy."""
+    value = config.value("PYMCOLL_CMA_MIN")
+    if value == "auto":
+        return single_copy_min(collective, local_ranks)
+    return int(value) if single_copy_min(collective, 2) else 0

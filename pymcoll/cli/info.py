@@ -221,16 +221,12 @@ def _single_copy_from(local_ranks: int) -> dict[str, int]:
     """Each collective's single-copy crossover on the largest node: PYMCOLL_CMA_MIN
     for all when set, else the measured table (empty on nodes of one rank)."""
     from .. import config
-    from ..tuning import single_copy_table
+    from ..tuning import single_copy_min_now
 
     if local_ranks < 2:
         return {}
-    value = config.value("PYMCOLL_CMA_MIN")
-    if value == "auto":
-        return single_copy_table(local_ranks)
-    # A set value applies to every collective with a single-copy path, also
-    # those whose measured table says never at this node size (Scan from 4).
-    return {c: int(value) for c in single_copy_table(2)}
+    table = {c: single_copy_min_now(c, local_ranks) for c in config.COLLECTIVES}
+    return {c: v for c, v in table.items() if v}
 
 
 def _cma_text(value: Optional[int]) -> str:

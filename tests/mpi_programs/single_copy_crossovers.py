@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 import pymcoll
 import pymcoll.testing as pt
-from pymcoll import config
+from pymcoll.tuning import single_copy_min_now
 from pymcoll.testing.case import NO_IN_PLACE, REDUCING
 
 from .common import main
@@ -22,8 +22,7 @@ ITEM = 4  # int32: every crossover is a whole number of elements
 
 def cases(coll: str, n: int, local: int, root: int) -> list[pt.Case]:
     """The cases of `coll` on `n` ranks around its crossover on nodes of `local` ranks."""
-    value = config.value("PYMCOLL_CMA_MIN")
-    least = int(value) if value != "auto" else pymcoll.single_copy_min(coll, local)
+    least = single_copy_min_now(coll, local)
     out: list[pt.Case] = []
     if least == 0:  # never single copy on nodes of this size
         return out

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import pymcoll
 from pymcoll import config
+from pymcoll.tuning import single_copy_min_now
 
 
 def single_copy_edges(layout: pymcoll.Layout) -> set[int]:
     """Blocks from which collectives switch to single copy: PYMCOLL_CMA_MIN
     when set, else every collective's own default at every node size present."""
-    value = config.value("PYMCOLL_CMA_MIN")
-    if value != "auto":
-        return {int(value)}
-    return {pymcoll.single_copy_min(coll, local)
+    return {single_copy_min_now(coll, local)
             for coll in config.COLLECTIVES
             for local in range(max(layout.min_local, 2), layout.max_local + 1)} - {0}
 
