@@ -44,7 +44,7 @@ def test_shadow_serves_as_replay_does(name):
     got, held_before = [], None
     for t0 in range(0, ids.size, 700):
         b = ids[t0:t0 + 700]
-        before = {r for r in range(300) if r in shadow.policy}
+        before = {r for r in range(300) if shadow.holds(r)}
         batch = shadow.run(b, t0)
         assert isinstance(batch, ShadowBatch) and batch.t0 == t0
         got.append(batch.hits)

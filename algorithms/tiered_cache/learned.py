@@ -80,11 +80,27 @@ class LearnedOrder(_HeapPolicy):
         super().reset(capacity)
         self._t0 = 0
         self._offset = []
+        self._offset_array = None
 
     def set_predictions(self, p: np.ndarray, t0: int) -> None:
         """The predictions of the lookups at times t0, t0+1, ..."""
         off = self.horizon * self.capacity * np.log(np.maximum(np.asarray(p, dtype=np.float64), 1e-6))
-        self._offset, self._t0 = off.tolist(), t0
+        self._offset, self._offset_array, self._t0 = off.tolist(), off, t0
+
+    def offsets(self, t0: int, n: int) -> np.ndarray:
+        """The rank offsets of the lookups at times t0 .. t0+n-1 (0 where no prediction was set), as priority()."""
+        have = getattr(self, "_offset_array", None)
+        if have is not None and t0 == self._t0 and n == have.size:
+            return have
+        out = np.zeros(n, dtype=np.float64)
+        if have is not None:
+            lo, hi = max(t0, self._t0), min(t0 + n, self._t0 + have.size)
+            if lo < hi:
+                out[lo - t0:hi - t0] = have[lo - self._t0:hi - self._t0]
+        return out
+
+    def native_config(self) -> Optional[dict]:
+        return {"kind": "priority"} if type(self) is LearnedOrder else None
 
     def priority(self, t: int) -> tuple:
         i = t - self._t0

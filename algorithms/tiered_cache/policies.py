@@ -77,6 +77,14 @@ class Policy:
     def __contains__(self, row: object) -> bool:
         raise NotImplementedError
 
+    def native_config(self) -> Optional[dict]:
+        """The parameters of this policy's C shadow (:mod:`.native_shadow`) after ``reset``, or None.
+
+        Only the classes whose decisions the C engine reproduces exactly have
+        one; a subclass may change a decision, so it has none unless it says so.
+        """
+        return None
+
 
 def _all_pinned(capacity: int) -> RuntimeError:
     return RuntimeError(f"every one of the {capacity} fast-tier rows is pinned: nothing can be evicted "
@@ -117,6 +125,9 @@ class LRUPolicy(Policy):
 
     def __contains__(self, row: object) -> bool:
         return row in self._order
+
+    def native_config(self) -> Optional[dict]:
+        return {"kind": "lru"} if type(self) is LRUPolicy else None
 
 
 class _HeapPolicy(Policy):
@@ -206,6 +217,9 @@ class LFUPolicy(_HeapPolicy):
             self._set(row, (self._count.get(row, 0), -1))
         else:
             self._touch(row, t)
+
+    def native_config(self) -> Optional[dict]:
+        return {"kind": "lfu"} if type(self) is LFUPolicy else None
 
 
 class _IncomingRow:
@@ -343,6 +357,9 @@ class ARCPolicy(_IncomingRow, Policy):
     def __contains__(self, row: object) -> bool:
         return row in self.t1 or row in self.t2
 
+    def native_config(self) -> Optional[dict]:
+        return {"kind": "arc"} if type(self) is ARCPolicy else None
+
 
 class LeCaRPolicy(_IncomingRow, Policy):
     """LRU and LFU mixed by regret: each eviction follows one of them, chosen with learned weights.
@@ -443,6 +460,15 @@ class LeCaRPolicy(_IncomingRow, Policy):
     def __contains__(self, row: object) -> bool:
         return row in self.lru
 
+    def native_config(self) -> Optional[dict]:
+        from .native_shadow import seed_words  # the C engine is needed only when asked for
+
+        words = seed_words(self.seed)
+        if type(self) is not LeCaRPolicy or words is None or self.capacity < 1:
+            return None
+        return {"kind": "lecar", "learning_rate": self.learning_rate, "discount": self._discount,
+                "seed_words": words}
+
 
 class TinyLFUPolicy(Policy):
     """W-TinyLFU in front of LRU: a small LRU window, then an LRU main region guarded by frequency.
@@ -541,6 +567,11 @@ class TinyLFUPolicy(Policy):
 
     def __contains__(self, row: object) -> bool:
         return row in self.win or row in self.main
+
+    def native_config(self) -> Optional[dict]:
+        if type(self) is not TinyLFUPolicy or self.capacity < 1:
+            return None
+        return {"kind": "tinylfu", "window_rows": self.window_rows, "sample": self.sample}
 
 
 def next_use(ids: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
-# test_segment, test_node_algos, test_trace, test_ftar_ring and test_codec once, test_comm_mpi and test_requests_mpi under mpiexec with
+# test_segment, test_node_algos, test_trace, test_ftar_ring, test_codec and test_cachesim once, test_comm_mpi and test_requests_mpi under mpiexec with
 # 1, 2, 3 and 4 ranks; then the preload library, built the same way, under
 # tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
@@ -30,7 +30,7 @@ failed=()
 
 # Two cores are shared with other work: build with two jobs.
 jobs=${PMC_TEST_JOBS:-2}
-tests=(test_segment test_node_algos test_trace test_ftar_ring test_codec test_comm_mpi test_requests_mpi)
+tests=(test_segment test_node_algos test_trace test_ftar_ring test_codec test_cachesim test_comm_mpi test_requests_mpi)
 
 configure() { # dir, extra meson options...: output shown only on failure
     local dir=$1
@@ -85,6 +85,7 @@ ASAN_OPTIONS=$asan_plain run test_node_algos "$bin/test_node_algos"
 ASAN_OPTIONS=$asan_plain run test_trace "$bin/test_trace"
 ASAN_OPTIONS=$asan_plain run test_ftar_ring "$bin/test_ftar_ring"
 ASAN_OPTIONS=$asan_plain run test_codec "$bin/test_codec"
+ASAN_OPTIONS=$asan_plain run test_cachesim "$bin/test_cachesim"
 
 mpiexec_args=()
 if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then
@@ -139,6 +140,7 @@ if [ "$use_valgrind" -eq 1 ]; then
     run "valgrind test_trace" "${vg[@]}" "$vdir/native/tests/test_trace"
     PMC_TEST_QUICK=1 run "valgrind test_ftar_ring" "${vg[@]}" "$vdir/native/tests/test_ftar_ring"
     PMC_TEST_QUICK=1 run "valgrind test_codec" "${vg[@]}" "$vdir/native/tests/test_codec"
+    PMC_TEST_QUICK=1 run "valgrind test_cachesim" "${vg[@]}" "$vdir/native/tests/test_cachesim"
 fi
 
 echo "### $((SECONDS - start)) s"

@@ -1,0 +1,103 @@
+/* Building blocks of the cache shadows: a row map, ordered row lists, an
+ * indexed heap, Python's Mersenne Twister, and the per-policy entry points. */
+#ifndef PMC_CACHESIM_INTERNAL_H
+#define PMC_CACHESIM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pymcoll_cachesim.h"
+
+/* Open addressing, linear probing, backward-shift deletion: no tombstones,
+ * so a long replay never slows down. Keys are rows (>= 0); -1 marks a free
+ * slot. Pointers returned by find are valid until the next put. */
+typedef struct {
+    int64_t *keys;
+    int64_t *vals;
+    size_t cap; /* a power of two */
+    size_t len;
+} pmc_rowmap;
+
+int pmc_rowmap_init(pmc_rowmap *m, size_t hint);
+void pmc_rowmap_free(pmc_rowmap *m);
+int64_t *pmc_rowmap_find(const pmc_rowmap *m, int64_t key);
+/* Sets key -> val (inserting or overwriting); *slot (may be NULL) gets the value's place. */
+int pmc_rowmap_put(pmc_rowmap *m, int64_t key, int64_t val, int64_t **slot);
+/* 1 when key was there (and is gone), else 0. */
+int pmc_rowmap_del(pmc_rowmap *m, int64_t key);
+
+/* Rows in insertion order with a value each, as Python's OrderedDict:
+ * append at the end, move to the end, remove any, first is the oldest.
+ * Nodes live in a pool and keep their index while they are in the list. */
+typedef struct {
+    pmc_rowmap index; /* row -> node */
+    int64_t *row, *val, *prev, *next;
+    int64_t head, tail, free_head;
+    size_t len, pool;
+} pmc_rowlist;
+
+int pmc_rowlist_init(pmc_rowlist *l, size_t hint);
+void pmc_rowlist_free(pmc_rowlist *l);
+/* The node of `row`, or -1. */
+int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row);
+/* Appends `row` (not in the list). */
+int pmc_rowlist_append(pmc_rowlist *l, int64_t row, int64_t val);
+void pmc_rowlist_to_end(pmc_rowlist *l, int64_t node);
+void pmc_rowlist_remove(pmc_rowlist *l, int64_t node);
+
+/* Rows ordered by a key (a double, then an integer; unique per row), the
+ * smallest on top; a row's key can change in place. */
+typedef struct {
+    pmc_rowmap index; /* row -> node */
+    int64_t *heap;    /* nodes, heap-ordered */
+    int64_t *row, *pos, *key_b;
+    double *key_a;
+    int64_t free_head;
+    size_t len, pool;
+} pmc_rowheap;
+
+int pmc_rowheap_init(pmc_rowheap *h, size_t hint);
+void pmc_rowheap_free(pmc_rowheap *h);
+/* Sets the key of `row`, adding it when absent. */
+int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b);
+/* The row of smallest key (-1 when empty). */
+int64_t pmc_rowheap_top(const pmc_rowheap *h);
+/* 1 when `row` was held (and is gone), else 0. */
+int pmc_rowheap_remove(pmc_rowheap *h, int64_t row);
+
+/* MT19937 with CPython's seeding (init_by_array over the seed's 32-bit
+ * words) and its random(): the same doubles as random.Random(seed). */
+typedef struct {
+    uint32_t mt[624];
+    int mti;
+} pmc_mt19937;
+
+void pmc_mt_seed(pmc_mt19937 *g, const uint32_t *key, size_t len);
+double pmc_mt_random(pmc_mt19937 *g);
+
+/* A policy: its state and how it serves one lookup. */
+typedef struct pmc_shadow_ops pmc_shadow_ops;
+
+struct pmc_shadow {
+    const pmc_shadow_ops *ops;
+    pmc_shadow_config config;
+    void *state;
+};
+
+struct pmc_shadow_ops {
+    int (*init)(pmc_shadow *s);
+    void (*destroy)(pmc_shadow *s);
+    /* One lookup of `row` at `t`; `rank` is the PRIORITY kind's t + offset. */
+    int (*access)(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_t *hit, int64_t *evicted);
+    int (*holds)(const pmc_shadow *s, int64_t row);
+    uint64_t (*len)(const pmc_shadow *s);
+};
+
+extern const pmc_shadow_ops pmc_shadow_lru_ops;
+extern const pmc_shadow_ops pmc_shadow_lfu_ops;
+extern const pmc_shadow_ops pmc_shadow_arc_ops;
+extern const pmc_shadow_ops pmc_shadow_lecar_ops;
+extern const pmc_shadow_ops pmc_shadow_tinylfu_ops;
+extern const pmc_shadow_ops pmc_shadow_priority_ops;
+
+#endif
