@@ -84,13 +84,18 @@ def brute_features(batches: list[list[int]], horizon: int, scales=SCALES) -> np.
        sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
        horizon=st.sampled_from([1 << 24, 50]), scales=st.sampled_from([SCALES, (64.0, 100.0)]))
 def test_features_match_sequential_definition(ids, sizes, horizon, scales):
+    for native in (True, False):
+        check_features(ids, sizes, horizon, scales, native)
+
+
+def check_features(ids, sizes, horizon, scales, native):
     batches, t, k = [], 0, 0
     while t < len(ids):
         n = sizes[k % len(sizes)]
         batches.append(ids[t:t + n])
         t += n
         k += 1
-    feats = AccessFeatures(12, horizon=horizon, scales=scales)
+    feats = AccessFeatures(12, horizon=horizon, scales=scales, native=native)
     got, t0 = [np.zeros((0, feats.n_features), np.float32)], 0
     for b in batches:
         got.append(feats.batch(np.array(b, dtype=np.int64), t0))
@@ -102,11 +107,12 @@ def test_features_match_sequential_definition(ids, sizes, horizon, scales):
         np.testing.assert_allclose(got[:, j], want[:, j], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_decayed_counts_over_long_batches():
-    # A batch longer than a step of the decayed sums (8 x the shortest scale) is cut into steps; hot rows
-    # with long in-batch histories keep their precision.
+@pytest.mark.parametrize("native", [True, False])
+def test_decayed_counts_over_long_batches(native):
+    # A batch longer than a step of the decayed sums (8 x the shortest scale) is cut into steps by the
+    # numpy reference; hot rows with long in-batch histories keep their precision (in C too).
     ids = np.random.default_rng(3).zipf(1.3, 3000) % 40
-    feats = AccessFeatures(40, scales=(64.0, 1000.0))
+    feats = AccessFeatures(40, scales=(64.0, 1000.0), native=native)
     got = feats.batch(ids, 0)
     want = brute_features([ids.tolist()], 1 << 24, (64.0, 1000.0))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -116,8 +122,9 @@ def test_decayed_counts_over_long_batches():
         AccessFeatures(40, scales=(10.0,))
 
 
-def test_features_hand_made():
-    f = AccessFeatures(5)
+@pytest.mark.parametrize("native", [True, False])
+def test_features_hand_made(native):
+    f = AccessFeatures(5, native=native)
     s = f.sentinel
     a = f.batch(np.array([3, 3, 1]), 0)
     b = f.batch(np.array([3, 3]), 3)
@@ -164,6 +171,20 @@ def test_mlp_learns_separable_problem():
 def test_mlp_untrained_predicts_probabilities():
     p = TinyMLP(4, seed=3).predict(np.random.default_rng(0).standard_normal((50, 4)))
     assert p.shape == (50,) and np.all((p > 0) & (p < 1))
+
+
+def test_mlp_predicts_in_c_as_numpy_does():
+    # A trained model on inputs of several scales: the C forward pass agrees with numpy's to float32
+    # rounding (the sums run in another order), extreme logits included.
+    x, y = separable(3000, 5)
+    model = TinyMLP(3, hidden=(16, 8), seed=2)
+    model.fit(x, y, epochs=3)
+    probe = np.vstack([x[:500], 50 * x[:50], np.zeros((1, 3), np.float32)])
+    ref = TinyMLP(3, hidden=(16, 8), native=False)
+    ref.weights, ref.biases, ref.mean, ref.scale = model.weights, model.biases, model.mean, model.scale
+    got, want = model.predict(probe), ref.predict(probe)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
 
 
 def test_mlp_rejects_bad_shapes():

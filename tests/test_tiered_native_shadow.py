@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pymcoll.algorithms.tiered_cache.guard import Shadow
 from pymcoll.algorithms.tiered_cache.learned import LearnedCachePolicy, LearnedOrder
-from pymcoll.algorithms.tiered_cache.native_shadow import NativeShadow, seed_words
+from pymcoll.algorithms.tiered_cache.native import NativeShadow, seed_words
 from pymcoll.algorithms.tiered_cache.policies import (CLASSIC, ONLINE, LeCaRPolicy, LRUPolicy, OPTPolicy,
                                                       TinyLFUPolicy)
 
@@ -46,9 +46,12 @@ def make(name: str, **kw):
     return CLASSIC[name](**kw)
 
 
-def serve_both(name: str, ids: np.ndarray, capacity: int, sizes=(1, 700, 0, 2048, 33), draws: int = 0, **kw):
-    """Serve `ids` through the C and the Python shadow; assert equal batches and contents after each."""
-    py, c = Shadow(name, make(name, **kw), native=False), Shadow(name, make(name, **kw), native=True)
+def serve_both(name: str, ids: np.ndarray, capacity: int, sizes=(1, 700, 0, 2048, 33), draws: int = 0,
+               rows=None, **kw):
+    """Serve `ids` through the C and the Python shadow; assert equal batches and contents after each.
+
+    `rows`: the C shadow's bound on the ids (arrays instead of hash tables)."""
+    py, c = Shadow(name, make(name, **kw), native=False), Shadow(name, make(name, **kw), native=True, rows=rows)
     py.reset(capacity)
     c.reset(capacity)
     assert py.engine == "python" and c.engine == "c"
@@ -79,12 +82,14 @@ def serve_both(name: str, ids: np.ndarray, capacity: int, sizes=(1, 700, 0, 2048
 KINDS = ONLINE + ("priority",)
 
 
+@pytest.mark.parametrize("indexed", ["hashed", "arrays"])
 @pytest.mark.parametrize("shape", ["zipf", "scan", "uniform", "bursty"])
 @pytest.mark.parametrize("name", KINDS)
-def test_c_shadow_decides_as_python(name, shape):
+def test_c_shadow_decides_as_python(name, shape, indexed):
     ids = stream(shape, 12000, 1500, seed=len(shape))
+    rows = int(ids.max()) + 1 if indexed == "arrays" else None
     for capacity in (1, 2, 7, 60, 400):
-        serve_both(name, ids, capacity)
+        serve_both(name, ids, capacity, rows=rows)
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**33 + 5, -3, 2**200 + 1])
@@ -130,9 +135,9 @@ def test_held_at_start_agrees():
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(ids=st.lists(st.integers(0, 40), min_size=1, max_size=300), capacity=st.integers(1, 25),
-       batch=st.integers(1, 64), name=st.sampled_from(KINDS))
-def test_property_any_small_stream(ids, capacity, batch, name):
-    serve_both(name, np.array(ids, dtype=np.int64), capacity, sizes=(batch,))
+       batch=st.integers(1, 64), name=st.sampled_from(KINDS), arrays=st.booleans())
+def test_property_any_small_stream(ids, capacity, batch, name, arrays):
+    serve_both(name, np.array(ids, dtype=np.int64), capacity, sizes=(batch,), rows=41 if arrays else None)
 
 
 def test_bad_rows_are_rejected_and_leave_the_shadow_unchanged():
@@ -146,6 +151,17 @@ def test_bad_rows_are_rejected_and_leave_the_shadow_unchanged():
     a, z = py.run(more, ids.size), c.run(more, ids.size)
     np.testing.assert_array_equal(a.hits, z.hits)
     np.testing.assert_array_equal(a.evicted, z.evicted)
+
+
+@pytest.mark.parametrize("rows", [100, (1 << 20) + 5])
+def test_rows_beyond_the_bound_are_rejected(rows):
+    # Within the array limit the C engine checks; beyond it (hash tables) the wrapper does.
+    s = Shadow("tinylfu", TinyLFUPolicy(), rows=rows)
+    s.reset(8)
+    s.run(np.array([1, 2, rows - 1]), 0)
+    with pytest.raises(ValueError, match=rf"ids\[1\] = {rows}: rows must be in \[0, {rows}\)"):
+        s.run(np.array([3, rows, 4]), 3)
+    assert s.holds(rows - 1) and not s.holds(3) and not s.holds(rows + 7) and len(s._engine) == 3
 
 
 def test_engine_choice():

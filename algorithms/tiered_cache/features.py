@@ -18,13 +18,18 @@ features of batch i+1 can be computed while batch i is being served:
    several horizons (a row popular long ago but no more has a large count
    at the long scale only).
 
-Per-row state is three int64 arrays over the table plus one float64 array
-per time scale (24 + 8 x len(scales) bytes a row).
+Per-row state is four int64 arrays over the table plus one float64 array
+per time scale (32 + 8 x len(scales) bytes a row; the numpy reference has no
+in-batch counter: 24 + 8 x len(scales)).
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
+
+from .native import NativeFeatures
 
 BASE_FEATURES = ("log_rate", "log_gap", "log_prev_gap", "first", "log_batch_count")
 #: Default time scales of the decayed counts, in lookups.
@@ -36,9 +41,15 @@ MIN_SCALE = 64.0
 
 
 class AccessFeatures:
-    """The running state of an access stream and the features of each new batch."""
+    """The running state of an access stream and the features of each new batch.
 
-    def __init__(self, n_rows: int, horizon: int = 1 << 24, scales: tuple[float, ...] = SCALES) -> None:
+    `native`: compute them in C (:class:`~.native.NativeFeatures`, lookup by
+    lookup; the default) or with the numpy batch computation below (False:
+    the reference; the two agree up to rounding).
+    """
+
+    def __init__(self, n_rows: int, horizon: int = 1 << 24, scales: tuple[float, ...] = SCALES,
+                 native: bool = True) -> None:
         if n_rows < 1:
             raise ValueError(f"n_rows must be at least 1, got {n_rows}")
         if any(not s >= MIN_SCALE for s in scales):
@@ -47,13 +58,17 @@ class AccessFeatures:
         self.scales = tuple(float(s) for s in scales)
         self.names = BASE_FEATURES + tuple(f"log_decayed_count_{int(s)}" for s in self.scales)
         self.n_features = len(self.names)
+        # The value a gap takes when there is none: beyond any reuse a cache could catch.
+        self.sentinel = float(np.log1p(horizon))
+        self._engine: Optional[NativeFeatures] = None
+        if native:
+            self._engine = NativeFeatures(self.n_rows, self.scales, self.sentinel)
+            return
         # Lookups per step of the decayed sums: a step spans at most 8 of the shortest time scale,
         # so the terms scaled back in _chunk stay below e^8 (rounding stays negligible).
         self._step = int(min(2048, 8 * min(self.scales))) if self.scales else 2048
         # Per scale: the decayed count just after the row's last lookup (at self.last).
         self.decayed = [np.zeros(self.n_rows, dtype=np.float64) for _ in self.scales]
-        # The value a gap takes when there is none: beyond any reuse a cache could catch.
-        self.sentinel = float(np.log1p(horizon))
         self.count = np.zeros(self.n_rows, dtype=np.int64)
         self.last = np.full(self.n_rows, -1, dtype=np.int64)
         self.prev_gap = np.full(self.n_rows, -1, dtype=np.int64)
@@ -61,6 +76,8 @@ class AccessFeatures:
     def batch(self, ids: np.ndarray, t0: int) -> np.ndarray:
         """Features (len(ids) x n_features, float32) of lookups `ids` at times t0, t0+1, ...; then
         the state advances past them."""
+        if self._engine is not None:
+            return self._engine.batch(ids, t0)
         ids = np.asarray(ids, dtype=np.int64)
         step = self._step
         if ids.size <= step:

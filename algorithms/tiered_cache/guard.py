@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .native_shadow import NativeShadow
+from .native import NativeShadow
 from .policies import LRUPolicy, Policy
 
 
@@ -47,18 +47,22 @@ class ShadowBatch:
 class Shadow:
     """One policy serving the stream on contents of its own (see the module docstring).
 
-    `native`: serve through the policy's C engine (:mod:`.native_shadow`,
+    `native`: serve through the policy's C engine (:mod:`.native`,
     the same hits and evictions at a fraction of the cost) when the policy
     has one (None, the default), always (True: a ValueError names the policy
     when it has none) or never (False: the Python replay). With the C engine
     the policy object only supplies the parameters; the contents live in C.
+    `rows`: the table's rows, when known (ids are below it; the C engine
+    then indexes rows by arrays, see :class:`~.native.NativeShadow`).
     """
 
-    def __init__(self, name: str, policy: Policy, native: Optional[bool] = None) -> None:
+    def __init__(self, name: str, policy: Policy, native: Optional[bool] = None,
+                 rows: Optional[int] = None) -> None:
         self.name = name
         self.policy = policy
         self.capacity = 0
         self.native = native
+        self.rows = rows
         self._engine: Optional[NativeShadow] = None
 
     @property
@@ -73,7 +77,7 @@ class Shadow:
         if self.native is not False:
             config = self.policy.native_config()
             if config is not None:
-                self._engine = NativeShadow(config, self.capacity)
+                self._engine = NativeShadow(config, self.capacity, self.rows)
             elif self.native:
                 raise ValueError(f"shadow {self.name!r}: policy {type(self.policy).__name__} has no C engine; "
                                  "pass native=None or False to replay it in Python")

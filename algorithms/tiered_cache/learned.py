@@ -175,8 +175,8 @@ class LearnedCachePolicy(LearnedOrder):
         self.predicted = 0
         self.trainings = 0
         self._order = LearnedOrder(horizon, prefetch_age)
-        shadows = {"learned": Shadow("learned", self._order)}
-        shadows.update({e: Shadow(e, CLASSIC[e]()) for e in self.experts})
+        shadows = {"learned": Shadow("learned", self._order, rows=self.n_rows)}
+        shadows.update({e: Shadow(e, CLASSIC[e](), rows=self.n_rows) for e in self.experts})
         self.guard = Guard(shadows, "learned", guard_window or 65536, guard_margin)
         self._reset_stream()
 

@@ -12,11 +12,17 @@ from typing import Optional
 
 import numpy as np
 
+from .native import mlp_predict
+
 
 class TinyMLP:
-    """Binary classifier ``predict(X) -> P(y = 1)``; `hidden` sizes of the two hidden layers."""
+    """Binary classifier ``predict(X) -> P(y = 1)``; `hidden` sizes of the two hidden layers.
 
-    def __init__(self, n_inputs: int, hidden: tuple[int, int] = (16, 8), seed: int = 0) -> None:
+    `native`: predict in C (:func:`~.native.mlp_predict`, the default) or
+    with numpy (False); training is numpy's either way.
+    """
+
+    def __init__(self, n_inputs: int, hidden: tuple[int, int] = (16, 8), seed: int = 0, native: bool = True) -> None:
         if n_inputs < 1:
             raise ValueError(f"n_inputs must be at least 1, got {n_inputs}")
         rng = np.random.default_rng([seed, 0x3e1])
@@ -27,6 +33,7 @@ class TinyMLP:
         self.mean = np.zeros(n_inputs, dtype=np.float32)
         self.scale = np.ones(n_inputs, dtype=np.float32)
         self.n_inputs = n_inputs
+        self.native = bool(native)
         self.trained = False
 
     def _forward(self, x: np.ndarray) -> list[np.ndarray]:
@@ -41,6 +48,8 @@ class TinyMLP:
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.n_inputs:
             raise ValueError(f"inputs must have shape (n, {self.n_inputs}), got {x.shape}")
+        if self.native:
+            return mlp_predict(x, self.weights, self.biases, self.mean, self.scale)
         z = self._forward(x)[-1][:, 0]
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
 

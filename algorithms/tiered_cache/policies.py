@@ -78,7 +78,7 @@ class Policy:
         raise NotImplementedError
 
     def native_config(self) -> Optional[dict]:
-        """The parameters of this policy's C shadow (:mod:`.native_shadow`) after ``reset``, or None.
+        """The parameters of this policy's C shadow (:mod:`.native`) after ``reset``, or None.
 
         Only the classes whose decisions the C engine reproduces exactly have
         one; a subclass may change a decision, so it has none unless it says so.
@@ -461,7 +461,7 @@ class LeCaRPolicy(_IncomingRow, Policy):
         return row in self.lru
 
     def native_config(self) -> Optional[dict]:
-        from .native_shadow import seed_words  # the C engine is needed only when asked for
+        from .native import seed_words  # the C engine is needed only when asked for
 
         words = seed_words(self.seed)
         if type(self) is not LeCaRPolicy or words is None or self.capacity < 1:

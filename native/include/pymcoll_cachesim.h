@@ -1,20 +1,23 @@
-/* pymcoll cache shadows: replacement policies replayed on row ids alone.
+/* pymcoll cache simulation engine: what the tiered cache's learned policy
+ * computes on every lookup, in C.
  *
- * A shadow holds no data, only which rows a fast tier of `capacity` rows
- * would hold under one policy, and serves batches of lookups: per lookup,
- * whether it hit and which row it evicted. The learned cache's guard runs
- * several at once on every lookup, so they must cost tens of nanoseconds,
- * not the microseconds of a Python replay.
- *
- * Each policy makes exactly the decisions of its Python reference in
+ * Shadows: a shadow holds no data, only which rows a fast tier of
+ * `capacity` rows would hold under one policy, and serves batches of
+ * lookups: per lookup, whether it hit and which row it evicted. The
+ * learned cache's guard runs six at once on every lookup, so they must cost
+ * tens of nanoseconds, not the microseconds of a Python replay. Each policy
+ * makes exactly the decisions of its Python reference in
  * pymcoll.algorithms.tiered_cache.policies (ties, ghost lists, ageing and
  * LeCaR's random draws included: the draws come from the same Mersenne
  * Twister, seeded the way Python's random.Random splits an integer seed),
  * so a shadow's hits and evictions equal the reference's lookup for lookup.
  *
+ * Features and perceptron: the model's inputs and predictions (below).
+ *
  * No MPI, no threads, no global state. Rows are non-negative (-1 means "no
- * row" in the evicted output). After an error other than PMC_CACHESIM_EINVAL
- * from pmc_shadow_run, the shadow's state is undefined: free it.
+ * row" in the evicted output) and, when the configuration bounds them,
+ * below `rows`. After an error other than PMC_CACHESIM_EINVAL from
+ * pmc_shadow_run, the shadow's state is undefined: free it.
  */
 #ifndef PYMCOLL_CACHESIM_H
 #define PYMCOLL_CACHESIM_H
@@ -51,6 +54,9 @@ typedef struct pmc_shadow pmc_shadow;
 typedef struct {
     int32_t kind;          /* PMC_SHADOW_* */
     int64_t capacity;      /* rows the fast tier holds, at least 1 */
+    int64_t rows;          /* > 0: every id is below it, and the shadow indexes rows by an array of
+                            * that length (one load a lookup, 8 bytes a row per index); 0: any
+                            * non-negative id, through hash tables */
     /* LECAR */
     double learning_rate;  /* > 0 */
     double discount;       /* 0.005 ** (1 / capacity), computed by the caller as its reference does */
@@ -77,6 +83,39 @@ int pmc_shadow_holds(const pmc_shadow *shadow, int64_t row);
 
 /* Rows held. */
 uint64_t pmc_shadow_len(const pmc_shadow *shadow);
+
+/* Per-lookup features of an access stream (the learned cache's model
+ * inputs), computed lookup by lookup in time order from per-row state:
+ * count, time of the last lookup, the gap before it, and one decayed
+ * count per time scale. For a lookup of row r at t, n_scales + 5 floats:
+ *   log((count + 1) / (t + 1)), log1p(gap) (sentinel when none),
+ *   log1p(previous gap) (sentinel when none), 1 if first lookup else 0,
+ *   log1p(lookups of r in this batch), then per scale tau
+ *   log1p(sum over r's earlier lookups at s of exp(-(t - s) / tau)).
+ * The state advances past each lookup. Rows are in [0, rows). */
+typedef struct pmc_features pmc_features;
+
+enum { PMC_FEATURES_BASE = 5, PMC_FEATURES_MAX_SCALES = 16 };
+
+int pmc_features_new(int64_t rows, const double *scales, uint32_t n_scales, double sentinel, pmc_features **out,
+                     char *msg, size_t msg_len);
+void pmc_features_free(pmc_features *f);
+
+/* Features of the lookups ids[0..n) at times t0, t0+1, ... into out
+ * (n rows of PMC_FEATURES_BASE + n_scales floats). A batch with a row out
+ * of range is rejected before anything changes. */
+int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t t0, float *out, char *msg,
+                       size_t msg_len);
+
+/* A small multilayer perceptron's predictions: inputs x (n rows of
+ * sizes[0] floats) standardized as (x - mean) * scale, then n_layers
+ * affine layers (ReLU between them, the logistic function after the last,
+ * whose width is 1). `params` holds, per layer l, its weights (sizes[l]
+ * rows of sizes[l + 1], row-major) then its biases (sizes[l + 1]). */
+enum { PMC_MLP_MAX_LAYERS = 8, PMC_MLP_MAX_WIDTH = 256 };
+
+int pmc_mlp_predict(const float *x, uint64_t n, uint32_t n_layers, const uint32_t *sizes, const float *params,
+                    const float *mean, const float *scale, float *out, char *msg, size_t msg_len);
 
 /* A short description of a status code. */
 const char *pmc_cachesim_strerror(int status);

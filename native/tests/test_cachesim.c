@@ -1,9 +1,10 @@
-/* The cache shadows without Python: the row map, the indexed heap and the
+/* The tiered cache's C engine without Python: the row map, the indexed heap and the
  * ordered lists against brute-force models under random operations;
  * CPython's random() sequence for known seeds; the invariants of every
  * policy on random streams (a hit is a row held before, an evicted row was
  * held and is gone, never more rows than the capacity); hand-checked LRU
- * and ARC sequences; bad arguments rejected with the shadow unchanged.
+ * and ARC sequences; bad arguments rejected with the shadow unchanged; the
+ * features at hand-computed values; the perceptron against a plain loop.
  * Exact agreement with the Python references is tested from Python.
  *
  * PMC_TEST_QUICK=1: shorter streams (valgrind). */
@@ -24,9 +25,9 @@ static uint64_t next_u64(void) {
 
 enum { KEYS = 3000 };
 
-static void check_rowmap(void) {
+static void check_rowmap(int64_t rows) {
     pmc_rowmap m;
-    CHECK(pmc_rowmap_init(&m, 4) == PMC_CACHESIM_OK, "init");
+    CHECK(pmc_rowmap_init(&m, 4, rows) == PMC_CACHESIM_OK, "init");
     static int64_t model[KEYS];
     for (int i = 0; i < KEYS; i++) model[i] = -1;
     size_t present = 0;
@@ -53,12 +54,22 @@ static void check_rowmap(void) {
         int64_t *v = pmc_rowmap_find(&m, k);
         CHECK((v != NULL) == (model[k] >= 0), "final find %lld", (long long)k);
     }
+    /* Halving: values > 1 halved, the others gone. */
+    CHECK(pmc_rowmap_halve(&m) == PMC_CACHESIM_OK, "halve");
+    present = 0;
+    for (int64_t k = 0; k < KEYS; k++) {
+        int64_t want = model[k] > 1 ? model[k] >> 1 : -1;
+        int64_t *v = pmc_rowmap_find(&m, k);
+        CHECK((v != NULL) == (want >= 0) && (!v || *v == want), "halved %lld", (long long)k);
+        present += want >= 0;
+    }
+    CHECK(m.len == present, "len after halving %zu, model %zu", m.len, present);
     pmc_rowmap_free(&m);
 }
 
-static void check_rowheap(void) {
+static void check_rowheap(int64_t rows) {
     pmc_rowheap h;
-    CHECK(pmc_rowheap_init(&h, 2) == PMC_CACHESIM_OK, "init");
+    CHECK(pmc_rowheap_init(&h, 2, rows) == PMC_CACHESIM_OK, "init");
     static double ka[KEYS];
     static int64_t kb[KEYS];
     static int in[KEYS];
@@ -88,7 +99,7 @@ static void check_rowheap(void) {
 
 static void check_rowlist(void) {
     pmc_rowlist l;
-    CHECK(pmc_rowlist_init(&l, 1) == PMC_CACHESIM_OK, "init");
+    CHECK(pmc_rowlist_init(&l, 1, 0) == PMC_CACHESIM_OK, "init");
     for (int64_t r = 0; r < 40; r++) CHECK(pmc_rowlist_append(&l, r, r * 10) == PMC_CACHESIM_OK, "append");
     pmc_rowlist_to_end(&l, pmc_rowlist_find(&l, 0));
     pmc_rowlist_remove(&l, pmc_rowlist_find(&l, 1));
@@ -121,8 +132,8 @@ static void check_random(void) {
     CHECK(x == 0.6394267984578837, "seed 42: %.17g", x);
 }
 
-static pmc_shadow *make(int kind, int64_t capacity) {
-    pmc_shadow_config c = {.kind = kind, .capacity = capacity, .learning_rate = 0.45, .seed_len = 1,
+static pmc_shadow *make_rows(int kind, int64_t capacity, int64_t rows) {
+    pmc_shadow_config c = {.kind = kind, .capacity = capacity, .rows = rows, .learning_rate = 0.45, .seed_len = 1,
                            .window_rows = capacity > 100 ? capacity / 100 : 1, .sample = 10 * capacity};
     c.discount = pow(0.005, 1.0 / (double)capacity);
     pmc_shadow *s = NULL;
@@ -132,9 +143,11 @@ static pmc_shadow *make(int kind, int64_t capacity) {
     return s;
 }
 
+static pmc_shadow *make(int kind, int64_t capacity) { return make_rows(kind, capacity, 0); }
+
 /* Runs one lookup at a time, checking each against the shadow's own contents before it. */
-static void check_invariants(int kind, int64_t capacity, int universe, int lookups) {
-    pmc_shadow *s = make(kind, capacity);
+static void check_invariants(int kind, int64_t capacity, int universe, int lookups, int dense) {
+    pmc_shadow *s = make_rows(kind, capacity, dense ? universe : 0);
     if (!s) return;
     char msg[PMC_CACHESIM_MESSAGE_BYTES];
     for (int t = 0; t < lookups; t++) {
@@ -211,6 +224,8 @@ static void check_bad_arguments(void) {
     c = (pmc_shadow_config){.kind = PMC_SHADOW_TINYLFU, .capacity = 4, .window_rows = 5, .sample = 1};
     CHECK(pmc_shadow_new(&c, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "window_rows"), "window");
     CHECK(pmc_shadow_new(NULL, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL, "NULL config");
+    c = (pmc_shadow_config){.kind = PMC_SHADOW_LRU, .capacity = 4, .rows = -2};
+    CHECK(pmc_shadow_new(&c, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "rows"), "rows < 0");
 
     s = make(PMC_SHADOW_LRU, 3);
     if (!s) return;
@@ -222,6 +237,13 @@ static void check_bad_arguments(void) {
     CHECK(pmc_shadow_len(s) == 0 && !pmc_shadow_holds(s, 5), "a rejected batch changed the shadow");
     CHECK(pmc_shadow_run(s, ids, 1, -1, NULL, hits, ev, msg, sizeof msg) == PMC_CACHESIM_EINVAL, "t0 < 0");
     pmc_shadow_free(s);
+    s = make_rows(PMC_SHADOW_ARC, 3, 6);
+    if (!s) return;
+    ids[1] = 6; /* one past the bound */
+    CHECK(pmc_shadow_run(s, ids, 3, 0, NULL, hits, ev, msg, sizeof msg) == PMC_CACHESIM_EINVAL &&
+              strstr(msg, "[0, 6)"), "row beyond rows: %s", msg);
+    CHECK(pmc_shadow_len(s) == 0 && !pmc_shadow_holds(s, 1000), "bounded shadow after a rejected batch");
+    pmc_shadow_free(s);
     s = make(PMC_SHADOW_PRIORITY, 3);
     if (!s) return;
     CHECK(pmc_shadow_run(s, ids, 1, 0, NULL, hits, ev, msg, sizeof msg) == PMC_CACHESIM_EINVAL &&
@@ -231,22 +253,109 @@ static void check_bad_arguments(void) {
     CHECK(strcmp(pmc_cachesim_strerror(PMC_CACHESIM_ENOMEM), "out of memory") == 0, "strerror");
 }
 
+static void check_features(void) {
+    /* Row 3 at 0, 1 and 3, row 4 at 2 and 4 (two batches): the hand-computed values. */
+    const double scales[2] = {64.0, 1000.0}, sentinel = 50.0;
+    pmc_features *f = NULL;
+    char msg[PMC_CACHESIM_MESSAGE_BYTES];
+    CHECK(pmc_features_new(5, scales, 2, sentinel, &f, msg, sizeof msg) == PMC_CACHESIM_OK, "new: %s", msg);
+    if (!f) return;
+    const int64_t a[3] = {3, 3, 4}, b[2] = {3, 4};
+    float fa[3 * 7], fb[2 * 7];
+    CHECK(pmc_features_batch(f, a, 3, 0, fa, msg, sizeof msg) == PMC_CACHESIM_OK, "batch a: %s", msg);
+    CHECK(pmc_features_batch(f, b, 2, 3, fb, msg, sizeof msg) == PMC_CACHESIM_OK, "batch b: %s", msg);
+    const double want_a[3][7] = {
+        {log(1.0 / 1.0), sentinel, sentinel, 1, log1p(2), 0, 0},
+        {log(2.0 / 2.0), log1p(1), sentinel, 0, log1p(2), log1p(exp(-1 / 64.0)), log1p(exp(-1 / 1000.0))},
+        {log(1.0 / 3.0), sentinel, sentinel, 1, log1p(1), 0, 0},
+    };
+    const double want_b[2][7] = {
+        /* row 3 at t=3: gaps 2 and 1; decayed: exp(-2/tau) + exp(-3/tau) */
+        {log(3.0 / 4.0), log1p(2), log1p(1), 0, log1p(1), log1p(exp(-2 / 64.0) + exp(-3 / 64.0)),
+         log1p(exp(-2 / 1000.0) + exp(-3 / 1000.0))},
+        /* row 4 at t=4: gap 2, no gap before it */
+        {log(2.0 / 5.0), log1p(2), sentinel, 0, log1p(1), log1p(exp(-2 / 64.0)), log1p(exp(-2 / 1000.0))},
+    };
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 7; j++)
+            CHECK(fabs(fa[i * 7 + j] - want_a[i][j]) <= 1e-6 * (1 + fabs(want_a[i][j])), "a[%d][%d] = %g, want %g",
+                  i, j, fa[i * 7 + j], want_a[i][j]);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 7; j++)
+            CHECK(fabs(fb[i * 7 + j] - want_b[i][j]) <= 1e-6 * (1 + fabs(want_b[i][j])), "b[%d][%d] = %g, want %g",
+                  i, j, fb[i * 7 + j], want_b[i][j]);
+    const int64_t bad[2] = {1, 5};
+    CHECK(pmc_features_batch(f, bad, 2, 5, fb, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "[0, 5)"),
+          "row out of range: %s", msg);
+    /* Nothing changed: row 1's first lookup is still its first. */
+    CHECK(pmc_features_batch(f, bad, 1, 5, fb, msg, sizeof msg) == PMC_CACHESIM_OK && fb[3] == 1.0f, "after reject");
+    pmc_features_free(f);
+    CHECK(pmc_features_new(0, scales, 2, sentinel, &f, msg, sizeof msg) == PMC_CACHESIM_EINVAL && !f, "rows 0");
+    const double bad_scale = -1.0;
+    CHECK(pmc_features_new(4, &bad_scale, 1, sentinel, &f, msg, sizeof msg) == PMC_CACHESIM_EINVAL, "scale < 0");
+}
+
+static void check_mlp(void) {
+    /* Odd widths (not whole groups) and row counts (not whole blocks) against a plain loop in double. */
+    const uint32_t shapes[][4] = {{5, 7, 3, 1}, {13, 16, 8, 1}, {1, 1, 1, 1}};
+    char msg[PMC_CACHESIM_MESSAGE_BYTES];
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const uint32_t *sz = shapes[s];
+        size_t np = 0;
+        for (int l = 0; l < 3; l++) np += (size_t)sz[l] * sz[l + 1] + sz[l + 1];
+        float params[13 * 16 + 16 + 16 * 8 + 8 + 8 + 1], mean[13], scale[13], x[21 * 13], out[21];
+        for (size_t i = 0; i < np; i++) params[i] = (float)((double)(next_u64() % 2001) / 1000.0 - 1.0);
+        for (uint32_t j = 0; j < sz[0]; j++) {
+            mean[j] = 0.25f * (float)j;
+            scale[j] = 1.0f / (1.0f + (float)j);
+        }
+        for (size_t i = 0; i < 21 * sz[0]; i++) x[i] = (float)((double)(next_u64() % 4001) / 100.0 - 20.0);
+        CHECK(pmc_mlp_predict(x, 21, 3, sz, params, mean, scale, out, msg, sizeof msg) == PMC_CACHESIM_OK, "%s", msg);
+        for (int i = 0; i < 21; i++) {
+            double a[16], z[16];
+            for (uint32_t j = 0; j < sz[0]; j++) a[j] = ((double)x[i * sz[0] + j] - mean[j]) * scale[j];
+            const float *p = params;
+            for (int l = 0; l < 3; l++) {
+                for (uint32_t j = 0; j < sz[l + 1]; j++) {
+                    z[j] = p[(size_t)sz[l] * sz[l + 1] + j];
+                    for (uint32_t k = 0; k < sz[l]; k++) z[j] += a[k] * p[(size_t)k * sz[l + 1] + j];
+                }
+                for (uint32_t j = 0; j < sz[l + 1]; j++) a[j] = (l < 2 && z[j] < 0) ? 0 : z[j];
+                p += (size_t)sz[l] * sz[l + 1] + sz[l + 1];
+            }
+            double logit = a[0] < -30 ? -30 : (a[0] > 30 ? 30 : a[0]);
+            double want = 1.0 / (1.0 + exp(-logit));
+            CHECK(fabs(out[i] - want) <= 1e-4 * want + 1e-6, "shape %zu row %d: %g, want %g", s, i, out[i], want);
+        }
+    }
+    const uint32_t wide_out[3] = {2, 2, 2};
+    float p[16] = {0}, m[2] = {0}, sc[2] = {1, 1}, xx[2] = {0}, o[1];
+    CHECK(pmc_mlp_predict(xx, 1, 2, wide_out, p, m, sc, o, msg, sizeof msg) == PMC_CACHESIM_EINVAL &&
+              strstr(msg, "width 1"), "last width: %s", msg);
+    CHECK(pmc_mlp_predict(xx, 1, 0, wide_out, p, m, sc, o, msg, sizeof msg) == PMC_CACHESIM_EINVAL, "no layers");
+}
+
 int main(void) {
     const char *q = getenv("PMC_TEST_QUICK");
     g_quick = q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
-    check_rowmap();
-    check_rowheap();
+    check_rowmap(0);
+    check_rowmap(KEYS);
+    check_rowheap(0);
+    check_rowheap(KEYS);
     check_rowlist();
     check_random();
     check_lru_sequence();
     check_arc_sequence();
     check_bad_arguments();
+    check_features();
+    check_mlp();
     const int64_t capacities[] = {1, 2, 7, 64, 300};
     int lookups = g_quick ? 3000 : 30000;
     for (int kind = 0; kind < PMC_SHADOW_KINDS; kind++)
         for (size_t c = 0; c < sizeof capacities / sizeof *capacities; c++)
-            check_invariants(kind, capacities[c], (int)(capacities[c] * 5 + 3), lookups);
-    printf("cachesim: maps, heaps, lists, random(), %d policies: %s\n", PMC_SHADOW_KINDS,
+            for (int dense = 0; dense < 2; dense++)
+                check_invariants(kind, capacities[c], (int)(capacities[c] * 5 + 3), lookups, dense);
+    printf("cachesim: maps, heaps, lists, random(), %d policies, features, perceptron: %s\n", PMC_SHADOW_KINDS,
            t_failures ? "FAILED" : "ok");
     return t_failures ? 1 : 0;
 }

@@ -8,23 +8,46 @@
 
 #include "pymcoll_cachesim.h"
 
-/* Open addressing, linear probing, backward-shift deletion: no tombstones,
- * so a long replay never slows down. Keys are rows (>= 0); -1 marks a free
- * slot. Pointers returned by find are valid until the next put. */
+/* Row -> value. Two layouts: dense, when the rows are known to lie below
+ * `rows` (vals[row], PMC_ROWMAP_ABSENT where none: one load a lookup), and
+ * hashed otherwise (open addressing, linear probing, backward-shift
+ * deletion: no tombstones, so a long replay never slows down; -1 marks a
+ * free key). Values are never PMC_ROWMAP_ABSENT. Pointers returned by find
+ * are valid until the next put. */
+#define PMC_ROWMAP_ABSENT INT64_MIN
+
 typedef struct {
-    int64_t *keys;
+    int64_t *keys; /* hashed layout only */
     int64_t *vals;
-    size_t cap; /* a power of two */
+    size_t cap;    /* hashed: a power of two; dense: rows */
     size_t len;
+    int dense;
 } pmc_rowmap;
 
-int pmc_rowmap_init(pmc_rowmap *m, size_t hint);
+/* rows > 0: the dense layout for keys 0..rows-1; else hashed, sized for `hint` keys. */
+int pmc_rowmap_init(pmc_rowmap *m, size_t hint, int64_t rows);
 void pmc_rowmap_free(pmc_rowmap *m);
-int64_t *pmc_rowmap_find(const pmc_rowmap *m, int64_t key);
 /* Sets key -> val (inserting or overwriting); *slot (may be NULL) gets the value's place. */
 int pmc_rowmap_put(pmc_rowmap *m, int64_t key, int64_t val, int64_t **slot);
 /* 1 when key was there (and is gone), else 0. */
 int pmc_rowmap_del(pmc_rowmap *m, int64_t key);
+/* Every value halved (an arithmetic shift), the keys whose value was at most 1 removed. */
+int pmc_rowmap_halve(pmc_rowmap *m);
+
+size_t pmc_rowmap_slot(int64_t key, size_t mask);
+
+static inline int64_t *pmc_rowmap_find(const pmc_rowmap *m, int64_t key)
+{
+    if (m->dense)
+        return m->vals[key] != PMC_ROWMAP_ABSENT ? &m->vals[key] : NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = pmc_rowmap_slot(key, mask);; i = (i + 1) & mask) {
+        if (m->keys[i] == key)
+            return &m->vals[i];
+        if (m->keys[i] == -1)
+            return NULL;
+    }
+}
 
 /* Rows in insertion order with a value each, as Python's OrderedDict:
  * append at the end, move to the end, remove any, first is the oldest.
@@ -36,27 +59,39 @@ typedef struct {
     size_t len, pool;
 } pmc_rowlist;
 
-int pmc_rowlist_init(pmc_rowlist *l, size_t hint);
+/* `rows` as for pmc_rowmap_init. */
+int pmc_rowlist_init(pmc_rowlist *l, size_t hint, int64_t rows);
 void pmc_rowlist_free(pmc_rowlist *l);
 /* The node of `row`, or -1. */
-int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row);
+static inline int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row)
+{
+    const int64_t *node = pmc_rowmap_find(&l->index, row);
+    return node ? *node : -1;
+}
 /* Appends `row` (not in the list). */
 int pmc_rowlist_append(pmc_rowlist *l, int64_t row, int64_t val);
 void pmc_rowlist_to_end(pmc_rowlist *l, int64_t node);
 void pmc_rowlist_remove(pmc_rowlist *l, int64_t node);
 
 /* Rows ordered by a key (a double, then an integer; unique per row), the
- * smallest on top; a row's key can change in place. */
+ * smallest on top; a row's key can change in place. The keys sit in the
+ * heap's entries, so a sift compares neighbouring memory. */
+typedef struct {
+    double a;
+    int64_t b;
+    int64_t node;
+} pmc_heap_entry;
+
 typedef struct {
     pmc_rowmap index; /* row -> node */
-    int64_t *heap;    /* nodes, heap-ordered */
-    int64_t *row, *pos, *key_b;
-    double *key_a;
+    pmc_heap_entry *heap;
+    int64_t *row, *pos; /* per node; free nodes are chained through pos */
     int64_t free_head;
     size_t len, pool;
 } pmc_rowheap;
 
-int pmc_rowheap_init(pmc_rowheap *h, size_t hint);
+/* `rows` as for pmc_rowmap_init. */
+int pmc_rowheap_init(pmc_rowheap *h, size_t hint, int64_t rows);
 void pmc_rowheap_free(pmc_rowheap *h);
 /* Sets the key of `row`, adding it when absent. */
 int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b);
@@ -74,6 +109,10 @@ typedef struct {
 
 void pmc_mt_seed(pmc_mt19937 *g, const uint32_t *key, size_t len);
 double pmc_mt_random(pmc_mt19937 *g);
+
+/* Writes the formatted message into msg (when given) and returns status. */
+__attribute__((format(printf, 4, 5))) int pmc_cachesim_fail(int status, char *msg, size_t msg_len,
+                                                            const char *fmt, ...);
 
 /* A policy: its state and how it serves one lookup. */
 typedef struct pmc_shadow_ops pmc_shadow_ops;

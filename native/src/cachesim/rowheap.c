@@ -6,7 +6,7 @@
 static int grow_pool(pmc_rowheap *h)
 {
     size_t pool = h->pool ? 2 * h->pool : 16;
-    int64_t *heap = realloc(h->heap, pool * sizeof *heap);
+    pmc_heap_entry *heap = realloc(h->heap, pool * sizeof *heap);
     if (heap)
         h->heap = heap;
     int64_t *row = realloc(h->row, pool * sizeof *row);
@@ -15,15 +15,8 @@ static int grow_pool(pmc_rowheap *h)
     int64_t *pos = realloc(h->pos, pool * sizeof *pos);
     if (pos)
         h->pos = pos;
-    int64_t *key_b = realloc(h->key_b, pool * sizeof *key_b);
-    if (key_b)
-        h->key_b = key_b;
-    double *key_a = realloc(h->key_a, pool * sizeof *key_a);
-    if (key_a)
-        h->key_a = key_a;
-    if (!heap || !row || !pos || !key_b || !key_a)
+    if (!heap || !row || !pos)
         return PMC_CACHESIM_ENOMEM;
-    /* Free nodes are chained through pos. */
     for (size_t i = h->pool; i < pool; i++)
         h->pos[i] = (i + 1 < pool) ? (int64_t)(i + 1) : h->free_head;
     h->free_head = (int64_t)h->pool;
@@ -31,10 +24,10 @@ static int grow_pool(pmc_rowheap *h)
     return PMC_CACHESIM_OK;
 }
 
-int pmc_rowheap_init(pmc_rowheap *h, size_t hint)
+int pmc_rowheap_init(pmc_rowheap *h, size_t hint, int64_t rows)
 {
     *h = (pmc_rowheap){.free_head = -1};
-    int rc = pmc_rowmap_init(&h->index, hint);
+    int rc = pmc_rowmap_init(&h->index, hint, rows);
     while (rc == PMC_CACHESIM_OK && (h->pool < hint || h->pool == 0))
         rc = grow_pool(h);
     if (rc != PMC_CACHESIM_OK)
@@ -48,50 +41,55 @@ void pmc_rowheap_free(pmc_rowheap *h)
     free(h->heap);
     free(h->row);
     free(h->pos);
-    free(h->key_b);
-    free(h->key_a);
     *h = (pmc_rowheap){.free_head = -1};
 }
 
-static int less(const pmc_rowheap *h, int64_t x, int64_t y)
+static int less(const pmc_heap_entry *x, const pmc_heap_entry *y)
 {
-    return h->key_a[x] < h->key_a[y] || (h->key_a[x] == h->key_a[y] && h->key_b[x] < h->key_b[y]);
+    return x->a < y->a || (x->a == y->a && x->b < y->b);
 }
 
-static void put_at(pmc_rowheap *h, size_t i, int64_t node)
+static void put_at(pmc_rowheap *h, size_t i, pmc_heap_entry e)
 {
-    h->heap[i] = node;
-    h->pos[node] = (int64_t)i;
+    h->heap[i] = e;
+    h->pos[e.node] = (int64_t)i;
 }
 
-static void sift_up(pmc_rowheap *h, size_t i)
+static void sift_up(pmc_rowheap *h, size_t i, pmc_heap_entry e)
 {
-    int64_t node = h->heap[i];
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (!less(h, node, h->heap[parent]))
+        if (!less(&e, &h->heap[parent]))
             break;
         put_at(h, i, h->heap[parent]);
         i = parent;
     }
-    put_at(h, i, node);
+    put_at(h, i, e);
 }
 
-static void sift_down(pmc_rowheap *h, size_t i)
+static void sift_down(pmc_rowheap *h, size_t i, pmc_heap_entry e)
 {
-    int64_t node = h->heap[i];
     for (;;) {
         size_t child = 2 * i + 1;
         if (child >= h->len)
             break;
-        if (child + 1 < h->len && less(h, h->heap[child + 1], h->heap[child]))
+        if (child + 1 < h->len && less(&h->heap[child + 1], &h->heap[child]))
             child++;
-        if (!less(h, h->heap[child], node))
+        if (!less(&h->heap[child], &e))
             break;
         put_at(h, i, h->heap[child]);
         i = child;
     }
-    put_at(h, i, node);
+    put_at(h, i, e);
+}
+
+/* Puts e at i (which held an entry, or is the new last place) where it belongs. */
+static void settle(pmc_rowheap *h, size_t i, pmc_heap_entry e)
+{
+    if (i > 0 && less(&e, &h->heap[(i - 1) / 2]))
+        sift_up(h, i, e);
+    else
+        sift_down(h, i, e);
 }
 
 int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b)
@@ -99,13 +97,7 @@ int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b)
     int64_t *found = pmc_rowmap_find(&h->index, row);
     if (found) {
         int64_t node = *found;
-        int up = a < h->key_a[node] || (a == h->key_a[node] && b < h->key_b[node]);
-        h->key_a[node] = a;
-        h->key_b[node] = b;
-        if (up)
-            sift_up(h, (size_t)h->pos[node]);
-        else
-            sift_down(h, (size_t)h->pos[node]);
+        settle(h, (size_t)h->pos[node], (pmc_heap_entry){a, b, node});
         return PMC_CACHESIM_OK;
     }
     if (h->free_head < 0) {
@@ -119,17 +111,14 @@ int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b)
         return rc;
     h->free_head = h->pos[node];
     h->row[node] = row;
-    h->key_a[node] = a;
-    h->key_b[node] = b;
-    put_at(h, h->len, node);
     h->len++;
-    sift_up(h, h->len - 1);
+    sift_up(h, h->len - 1, (pmc_heap_entry){a, b, node});
     return PMC_CACHESIM_OK;
 }
 
 int64_t pmc_rowheap_top(const pmc_rowheap *h)
 {
-    return h->len ? h->row[h->heap[0]] : -1;
+    return h->len ? h->row[h->heap[0].node] : -1;
 }
 
 int pmc_rowheap_remove(pmc_rowheap *h, int64_t row)
@@ -141,14 +130,8 @@ int pmc_rowheap_remove(pmc_rowheap *h, int64_t row)
     size_t i = (size_t)h->pos[node];
     pmc_rowmap_del(&h->index, row);
     h->len--;
-    if (i < h->len) {
-        int64_t last = h->heap[h->len];
-        put_at(h, i, last);
-        if (i > 0 && less(h, last, h->heap[(i - 1) / 2]))
-            sift_up(h, i);
-        else
-            sift_down(h, i);
-    }
+    if (i < h->len)
+        settle(h, i, h->heap[h->len]);
     h->pos[node] = h->free_head;
     h->free_head = node;
     return 1;

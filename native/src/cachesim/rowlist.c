@@ -24,10 +24,10 @@ static int grow_pool(pmc_rowlist *l)
     return PMC_CACHESIM_OK;
 }
 
-int pmc_rowlist_init(pmc_rowlist *l, size_t hint)
+int pmc_rowlist_init(pmc_rowlist *l, size_t hint, int64_t rows)
 {
     *l = (pmc_rowlist){.head = -1, .tail = -1, .free_head = -1};
-    int rc = pmc_rowmap_init(&l->index, hint);
+    int rc = pmc_rowmap_init(&l->index, hint, rows);
     if (rc != PMC_CACHESIM_OK)
         return rc;
     while (l->pool < hint && rc == PMC_CACHESIM_OK)
@@ -47,12 +47,6 @@ void pmc_rowlist_free(pmc_rowlist *l)
     free(l->prev);
     free(l->next);
     *l = (pmc_rowlist){.head = -1, .tail = -1, .free_head = -1};
-}
-
-int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row)
-{
-    const int64_t *node = pmc_rowmap_find(&l->index, row);
-    return node ? *node : -1;
 }
 
 int pmc_rowlist_append(pmc_rowlist *l, int64_t row, int64_t val)

@@ -1,11 +1,12 @@
-/* Row map: open addressing with linear probing and backward-shift deletion. */
+/* Row map: a dense array when the rows are bounded, else open addressing
+ * with linear probing and backward-shift deletion. */
 #include <stdlib.h>
 
 #include "cachesim_internal.h"
 
 #define FREE_KEY (-1)
 
-static size_t slot_of(int64_t key, size_t mask)
+size_t pmc_rowmap_slot(int64_t key, size_t mask)
 {
     /* splitmix64's finalizer: consecutive rows spread over the table. */
     uint64_t z = (uint64_t)key + 0x9e3779b97f4a7c15ULL;
@@ -14,7 +15,7 @@ static size_t slot_of(int64_t key, size_t mask)
     return (size_t)(z ^ (z >> 31)) & mask;
 }
 
-static int alloc_table(pmc_rowmap *m, size_t cap)
+static int alloc_hashed(pmc_rowmap *m, size_t cap)
 {
     m->keys = malloc(cap * sizeof *m->keys);
     m->vals = malloc(cap * sizeof *m->vals);
@@ -29,41 +30,40 @@ static int alloc_table(pmc_rowmap *m, size_t cap)
         m->keys[i] = FREE_KEY;
     m->cap = cap;
     m->len = 0;
+    m->dense = 0;
     return PMC_CACHESIM_OK;
 }
 
-int pmc_rowmap_init(pmc_rowmap *m, size_t hint)
+int pmc_rowmap_init(pmc_rowmap *m, size_t hint, int64_t rows)
 {
+    *m = (pmc_rowmap){0};
+    if (rows > 0) {
+        m->vals = malloc((size_t)rows * sizeof *m->vals);
+        if (!m->vals)
+            return PMC_CACHESIM_ENOMEM;
+        for (int64_t i = 0; i < rows; i++)
+            m->vals[i] = PMC_ROWMAP_ABSENT;
+        m->cap = (size_t)rows;
+        m->dense = 1;
+        return PMC_CACHESIM_OK;
+    }
     size_t cap = 16;
     while (cap < 2 * hint)
         cap *= 2;
-    return alloc_table(m, cap);
+    return alloc_hashed(m, cap);
 }
 
 void pmc_rowmap_free(pmc_rowmap *m)
 {
     free(m->keys);
     free(m->vals);
-    m->keys = NULL;
-    m->vals = NULL;
-    m->cap = m->len = 0;
-}
-
-int64_t *pmc_rowmap_find(const pmc_rowmap *m, int64_t key)
-{
-    size_t mask = m->cap - 1;
-    for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
-        if (m->keys[i] == key)
-            return &m->vals[i];
-        if (m->keys[i] == FREE_KEY)
-            return NULL;
-    }
+    *m = (pmc_rowmap){0};
 }
 
 static int64_t *place(pmc_rowmap *m, int64_t key, int64_t val)
 {
     size_t mask = m->cap - 1;
-    size_t i = slot_of(key, mask);
+    size_t i = pmc_rowmap_slot(key, mask);
     while (m->keys[i] != FREE_KEY && m->keys[i] != key)
         i = (i + 1) & mask;
     if (m->keys[i] == FREE_KEY) {
@@ -77,7 +77,7 @@ static int64_t *place(pmc_rowmap *m, int64_t key, int64_t val)
 static int grow(pmc_rowmap *m)
 {
     pmc_rowmap old = *m;
-    int rc = alloc_table(m, old.cap * 2);
+    int rc = alloc_hashed(m, old.cap * 2);
     if (rc != PMC_CACHESIM_OK) {
         *m = old;
         return rc;
@@ -92,6 +92,13 @@ static int grow(pmc_rowmap *m)
 
 int pmc_rowmap_put(pmc_rowmap *m, int64_t key, int64_t val, int64_t **slot)
 {
+    if (m->dense) {
+        m->len += m->vals[key] == PMC_ROWMAP_ABSENT;
+        m->vals[key] = val;
+        if (slot)
+            *slot = &m->vals[key];
+        return PMC_CACHESIM_OK;
+    }
     /* At most half full: probes stay short. */
     if (2 * (m->len + 1) > m->cap) {
         int rc = grow(m);
@@ -106,8 +113,15 @@ int pmc_rowmap_put(pmc_rowmap *m, int64_t key, int64_t val, int64_t **slot)
 
 int pmc_rowmap_del(pmc_rowmap *m, int64_t key)
 {
+    if (m->dense) {
+        if (m->vals[key] == PMC_ROWMAP_ABSENT)
+            return 0;
+        m->vals[key] = PMC_ROWMAP_ABSENT;
+        m->len--;
+        return 1;
+    }
     size_t mask = m->cap - 1;
-    size_t i = slot_of(key, mask);
+    size_t i = pmc_rowmap_slot(key, mask);
     while (m->keys[i] != key) {
         if (m->keys[i] == FREE_KEY)
             return 0;
@@ -116,7 +130,7 @@ int pmc_rowmap_del(pmc_rowmap *m, int64_t key)
     /* Pull later entries of the probe run back over the hole, so lookups
      * never stop early at it. */
     for (size_t j = (i + 1) & mask; m->keys[j] != FREE_KEY; j = (j + 1) & mask) {
-        size_t home = slot_of(m->keys[j], mask);
+        size_t home = pmc_rowmap_slot(m->keys[j], mask);
         /* The entry at j may move to i only if its home is not in (i, j]. */
         int stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
         if (!stays) {
@@ -128,4 +142,31 @@ int pmc_rowmap_del(pmc_rowmap *m, int64_t key)
     m->keys[i] = FREE_KEY;
     m->len--;
     return 1;
+}
+
+int pmc_rowmap_halve(pmc_rowmap *m)
+{
+    if (m->dense) {
+        for (size_t i = 0; i < m->cap; i++) {
+            int64_t v = m->vals[i];
+            if (v == PMC_ROWMAP_ABSENT)
+                continue;
+            m->vals[i] = v > 1 ? v >> 1 : PMC_ROWMAP_ABSENT;
+            m->len -= v <= 1;
+        }
+        return PMC_CACHESIM_OK;
+    }
+    /* Rebuilt: deleting while walking a probed table would move entries under the walk. */
+    pmc_rowmap halved;
+    int rc = pmc_rowmap_init(&halved, m->len / 2 + 1, 0);
+    for (size_t i = 0; rc == PMC_CACHESIM_OK && i < m->cap; i++)
+        if (m->keys[i] != FREE_KEY && m->vals[i] > 1)
+            rc = pmc_rowmap_put(&halved, m->keys[i], m->vals[i] >> 1, NULL);
+    if (rc != PMC_CACHESIM_OK) {
+        pmc_rowmap_free(&halved);
+        return rc;
+    }
+    pmc_rowmap_free(m);
+    *m = halved;
+    return PMC_CACHESIM_OK;
 }

@@ -1,26 +1,15 @@
-/* Cache shadows: checking a configuration, serving a batch, the status texts. */
-#include <stdarg.h>
-#include <stdio.h>
+/* Cache shadows: checking a configuration, serving a batch. */
 #include <stdlib.h>
 
 #include "cachesim_internal.h"
+
+#define fail pmc_cachesim_fail
 
 static const pmc_shadow_ops *const OPS[PMC_SHADOW_KINDS] = {
     [PMC_SHADOW_LRU] = &pmc_shadow_lru_ops,         [PMC_SHADOW_LFU] = &pmc_shadow_lfu_ops,
     [PMC_SHADOW_ARC] = &pmc_shadow_arc_ops,         [PMC_SHADOW_LECAR] = &pmc_shadow_lecar_ops,
     [PMC_SHADOW_TINYLFU] = &pmc_shadow_tinylfu_ops, [PMC_SHADOW_PRIORITY] = &pmc_shadow_priority_ops,
 };
-
-__attribute__((format(printf, 4, 5))) static int fail(int status, char *msg, size_t msg_len, const char *fmt, ...)
-{
-    if (msg && msg_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msg_len, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 static int check_config(const pmc_shadow_config *c, char *msg, size_t msg_len)
 {
@@ -30,6 +19,9 @@ static int check_config(const pmc_shadow_config *c, char *msg, size_t msg_len)
     if (c->capacity < 1)
         return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "capacity must be at least 1 row, got %lld",
                     (long long)c->capacity);
+    if (c->rows < 0)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be >= 0 (0: unbounded), got %lld",
+                    (long long)c->rows);
     if (c->kind == PMC_SHADOW_LECAR) {
         if (!(c->learning_rate > 0))
             return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "learning_rate must be positive, got %g",
@@ -96,10 +88,13 @@ int pmc_shadow_run(pmc_shadow *s, const int64_t *ids, uint64_t n, int64_t t0, co
     if (t0 < 0 || (uint64_t)t0 > (uint64_t)INT64_MAX - n)
         return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "t0 = %lld is out of range", (long long)t0);
     /* Checked before anything changes, so a bad batch leaves the shadow as it was. */
+    int64_t rows = s->config.rows;
     for (uint64_t k = 0; k < n; k++)
-        if (ids[k] < 0)
-            return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be >= 0",
-                        (unsigned long long)k, (long long)ids[k]);
+        if (ids[k] < 0 || (rows > 0 && ids[k] >= rows))
+            return rows > 0 ? fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be in [0, %lld)",
+                                   (unsigned long long)k, (long long)ids[k], (long long)rows)
+                            : fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be >= 0",
+                                   (unsigned long long)k, (long long)ids[k]);
     for (uint64_t k = 0; k < n; k++) {
         int64_t t = t0 + (int64_t)k;
         /* The reference adds the time (an integer) to the offset in double precision. */
@@ -113,24 +108,10 @@ int pmc_shadow_run(pmc_shadow *s, const int64_t *ids, uint64_t n, int64_t t0, co
 
 int pmc_shadow_holds(const pmc_shadow *s, int64_t row)
 {
-    return s && row >= 0 && s->ops->holds(s, row);
+    return s && row >= 0 && (s->config.rows == 0 || row < s->config.rows) && s->ops->holds(s, row);
 }
 
 uint64_t pmc_shadow_len(const pmc_shadow *s)
 {
     return s ? s->ops->len(s) : 0;
-}
-
-const char *pmc_cachesim_strerror(int status)
-{
-    switch (status) {
-    case PMC_CACHESIM_OK:
-        return "success";
-    case PMC_CACHESIM_EINVAL:
-        return "invalid argument";
-    case PMC_CACHESIM_ENOMEM:
-        return "out of memory";
-    default:
-        return "unknown status";
-    }
 }

@@ -19,7 +19,7 @@ static int init(pmc_shadow *s)
     size_t cap = (size_t)s->config.capacity;
     pmc_rowlist *lists[4] = {&st->t1, &st->t2, &st->b1, &st->b2};
     for (int i = 0; i < 4; i++) {
-        int rc = pmc_rowlist_init(lists[i], cap);
+        int rc = pmc_rowlist_init(lists[i], cap, s->config.rows);
         if (rc != PMC_CACHESIM_OK) {
             while (i-- > 0)
                 pmc_rowlist_free(lists[i]);

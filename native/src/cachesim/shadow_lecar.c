@@ -23,16 +23,16 @@ static int init(pmc_shadow *s)
     if (!st)
         return PMC_CACHESIM_ENOMEM;
     size_t cap = (size_t)s->config.capacity;
-    int rc = pmc_rowlist_init(&st->recency, cap);
+    int rc = pmc_rowlist_init(&st->recency, cap, s->config.rows);
     int made = 0;
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowheap_init(&st->frequency, cap);
+        rc = pmc_rowheap_init(&st->frequency, cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowmap_init(&st->counts, 2 * cap);
+        rc = pmc_rowmap_init(&st->counts, 2 * cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowlist_init(&st->history[EXPERT_LRU], cap);
+        rc = pmc_rowlist_init(&st->history[EXPERT_LRU], cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowlist_init(&st->history[EXPERT_LFU], cap);
+        rc = pmc_rowlist_init(&st->history[EXPERT_LFU], cap, s->config.rows);
     if (rc != PMC_CACHESIM_OK) {
         if (made > 3)
             pmc_rowlist_free(&st->history[EXPERT_LRU]);

@@ -15,9 +15,9 @@ static int init(pmc_shadow *s)
     if (!st)
         return PMC_CACHESIM_ENOMEM;
     size_t cap = (size_t)s->config.capacity;
-    int rc = pmc_rowheap_init(&st->held, cap);
+    int rc = pmc_rowheap_init(&st->held, cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK) {
-        rc = pmc_rowmap_init(&st->counts, 2 * cap);
+        rc = pmc_rowmap_init(&st->counts, 2 * cap, s->config.rows);
         if (rc != PMC_CACHESIM_OK)
             pmc_rowheap_free(&st->held);
     }

@@ -8,7 +8,7 @@ static int init(pmc_shadow *s)
     pmc_rowlist *l = malloc(sizeof *l);
     if (!l)
         return PMC_CACHESIM_ENOMEM;
-    int rc = pmc_rowlist_init(l, (size_t)s->config.capacity);
+    int rc = pmc_rowlist_init(l, (size_t)s->config.capacity, s->config.rows);
     if (rc != PMC_CACHESIM_OK) {
         free(l);
         return rc;

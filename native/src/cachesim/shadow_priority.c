@@ -9,7 +9,7 @@ static int init(pmc_shadow *s)
     pmc_rowheap *h = malloc(sizeof *h);
     if (!h)
         return PMC_CACHESIM_ENOMEM;
-    int rc = pmc_rowheap_init(h, (size_t)s->config.capacity);
+    int rc = pmc_rowheap_init(h, (size_t)s->config.capacity, s->config.rows);
     if (rc != PMC_CACHESIM_OK) {
         free(h);
         return rc;

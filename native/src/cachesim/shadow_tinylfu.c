@@ -18,12 +18,12 @@ static int init(pmc_shadow *s)
     if (!st)
         return PMC_CACHESIM_ENOMEM;
     size_t cap = (size_t)s->config.capacity;
-    int rc = pmc_rowlist_init(&st->window, (size_t)s->config.window_rows + 1);
+    int rc = pmc_rowlist_init(&st->window, (size_t)s->config.window_rows + 1, s->config.rows);
     int made = 0;
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowlist_init(&st->main, cap);
+        rc = pmc_rowlist_init(&st->main, cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowmap_init(&st->freq, 2 * cap);
+        rc = pmc_rowmap_init(&st->freq, 2 * cap, s->config.rows);
     if (rc != PMC_CACHESIM_OK) {
         if (made > 1)
             pmc_rowlist_free(&st->main);
@@ -51,27 +51,6 @@ static int64_t freq_of(const tinylfu_state *st, int64_t row)
     return c ? *c : 0;
 }
 
-/* Ageing: every count halved, the rows whose count reaches 0 forgotten. */
-static int age(tinylfu_state *st)
-{
-    pmc_rowmap aged;
-    int rc = pmc_rowmap_init(&aged, st->freq.len / 2 + 1);
-    if (rc != PMC_CACHESIM_OK)
-        return rc;
-    for (size_t i = 0; i < st->freq.cap; i++) {
-        if (st->freq.keys[i] >= 0 && st->freq.vals[i] > 1) {
-            rc = pmc_rowmap_put(&aged, st->freq.keys[i], st->freq.vals[i] >> 1, NULL);
-            if (rc != PMC_CACHESIM_OK) {
-                pmc_rowmap_free(&aged);
-                return rc;
-            }
-        }
-    }
-    pmc_rowmap_free(&st->freq);
-    st->freq = aged;
-    return PMC_CACHESIM_OK;
-}
-
 static int count(const pmc_shadow *s, tinylfu_state *st, int64_t row)
 {
     int64_t *c = pmc_rowmap_find(&st->freq, row);
@@ -84,7 +63,7 @@ static int count(const pmc_shadow *s, tinylfu_state *st, int64_t row)
     }
     if (++st->counted >= s->config.sample) {
         st->counted = 0;
-        return age(st);
+        return pmc_rowmap_halve(&st->freq); /* ageing: rows whose count reaches 0 are forgotten */
     }
     return PMC_CACHESIM_OK;
 }

@@ -1,0 +1,113 @@
+/* Per-lookup features of an access stream, lookup by lookup in time order
+ * (see pymcoll_cachesim.h for the list). Sequential, so each lookup sees
+ * exactly the lookups before it; the decayed counts follow
+ * v <- (v + 1) * exp(-(t - last) / tau), the recurrence of their sum. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cachesim_internal.h"
+
+#define fail pmc_cachesim_fail
+
+struct pmc_features {
+    int64_t rows;
+    uint32_t n_scales;
+    double sentinel;
+    double inv_tau[PMC_FEATURES_MAX_SCALES];
+    int64_t *count, *last, *prev_gap;
+    int64_t *in_batch; /* lookups of each row in the batch being computed (0 between batches) */
+    double *decayed;   /* rows x n_scales: the decayed count just after the row's last lookup */
+};
+
+void pmc_features_free(pmc_features *f)
+{
+    if (!f)
+        return;
+    free(f->count);
+    free(f->last);
+    free(f->prev_gap);
+    free(f->in_batch);
+    free(f->decayed);
+    free(f);
+}
+
+int pmc_features_new(int64_t rows, const double *scales, uint32_t n_scales, double sentinel, pmc_features **out,
+                     char *msg, size_t msg_len)
+{
+    if (!out)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "out is NULL");
+    *out = NULL;
+    if (rows < 1)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be at least 1, got %lld", (long long)rows);
+    if (n_scales > PMC_FEATURES_MAX_SCALES || (n_scales && !scales))
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "n_scales must be 0..%d with scales given, got %u",
+                    PMC_FEATURES_MAX_SCALES, n_scales);
+    for (uint32_t k = 0; k < n_scales; k++)
+        if (!(scales[k] > 0) || isinf(scales[k]))
+            return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "scales[%u] = %g: time scales must be positive",
+                        k, scales[k]);
+    pmc_features *f = calloc(1, sizeof *f);
+    if (!f)
+        return fail(PMC_CACHESIM_ENOMEM, msg, msg_len, "no memory for the features");
+    size_t r = (size_t)rows;
+    f->rows = rows;
+    f->n_scales = n_scales;
+    f->sentinel = sentinel;
+    for (uint32_t k = 0; k < n_scales; k++)
+        f->inv_tau[k] = 1.0 / scales[k];
+    f->count = calloc(r, sizeof *f->count);
+    f->last = malloc(r * sizeof *f->last);
+    f->prev_gap = malloc(r * sizeof *f->prev_gap);
+    f->in_batch = calloc(r, sizeof *f->in_batch);
+    f->decayed = calloc(r * (n_scales ? n_scales : 1), sizeof *f->decayed);
+    if (!f->count || !f->last || !f->prev_gap || !f->in_batch || !f->decayed) {
+        pmc_features_free(f);
+        return fail(PMC_CACHESIM_ENOMEM, msg, msg_len, "no memory for the state of %lld rows", (long long)rows);
+    }
+    for (size_t i = 0; i < r; i++)
+        f->last[i] = f->prev_gap[i] = -1;
+    *out = f;
+    return PMC_CACHESIM_OK;
+}
+
+int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t t0, float *out, char *msg,
+                       size_t msg_len)
+{
+    if (!f)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "features is NULL");
+    if (n && (!ids || !out))
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids and out must not be NULL");
+    if (t0 < 0 || (uint64_t)t0 > (uint64_t)INT64_MAX - n)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "t0 = %lld is out of range", (long long)t0);
+    for (uint64_t k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= f->rows)
+            return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be in [0, %lld)",
+                        (unsigned long long)k, (long long)ids[k], (long long)f->rows);
+    for (uint64_t k = 0; k < n; k++)
+        f->in_batch[ids[k]]++;
+    const uint32_t width = PMC_FEATURES_BASE + f->n_scales;
+    for (uint64_t k = 0; k < n; k++) {
+        int64_t r = ids[k], t = t0 + (int64_t)k;
+        int64_t c = f->count[r], last = f->last[r], pg = f->prev_gap[r];
+        int64_t gap = last >= 0 ? t - last : -1;
+        float *o = out + k * width;
+        o[0] = (float)log(((double)c + 1.0) / ((double)t + 1.0));
+        o[1] = (float)(gap >= 0 ? log1p((double)gap) : f->sentinel);
+        o[2] = (float)(pg >= 0 ? log1p((double)pg) : f->sentinel);
+        o[3] = c == 0 ? 1.0f : 0.0f;
+        o[4] = (float)log1p((double)f->in_batch[r]);
+        double *d = f->decayed + (size_t)r * f->n_scales;
+        for (uint32_t j = 0; j < f->n_scales; j++) {
+            double v = last >= 0 ? d[j] * exp(-(double)gap * f->inv_tau[j]) : 0.0;
+            o[PMC_FEATURES_BASE + j] = (float)log1p(v);
+            d[j] = v + 1.0;
+        }
+        f->count[r] = c + 1;
+        if (gap >= 0)
+            f->prev_gap[r] = gap;
+        f->last[r] = t;
+    }
+    for (uint64_t k = 0; k < n; k++)
+        f->in_batch[ids[k]] = 0;
+    return PMC_CACHESIM_OK;
+}
