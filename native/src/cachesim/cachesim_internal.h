@@ -100,6 +100,18 @@ int64_t pmc_rowheap_top(const pmc_rowheap *h);
 /* 1 when `row` was held (and is gone), else 0. */
 int pmc_rowheap_remove(pmc_rowheap *h, int64_t row);
 
+/* The LFU order: held rows by (lookups since the start, last lookup);
+ * counts are kept for every row ever looked up. */
+typedef struct {
+    pmc_rowheap held;
+    pmc_rowmap counts;
+} pmc_lfu_order;
+
+int pmc_lfu_order_init(pmc_lfu_order *o, size_t capacity, int64_t rows);
+void pmc_lfu_order_free(pmc_lfu_order *o);
+/* A lookup of `row` at `t`: its count grows by one; it is held from now on. */
+int pmc_lfu_order_touch(pmc_lfu_order *o, int64_t row, int64_t t);
+
 /* MT19937 with CPython's seeding (init_by_array over the seed's 32-bit
  * words) and its random(): the same doubles as random.Random(seed). */
 typedef struct {

@@ -9,9 +9,8 @@
 enum { EXPERT_LRU = 0, EXPERT_LFU = 1 };
 
 typedef struct {
-    pmc_rowlist recency;    /* held rows, least recently looked up first */
-    pmc_rowheap frequency;  /* held rows by (count, last lookup) */
-    pmc_rowmap counts;      /* lookups of every row ever seen */
+    pmc_rowlist recency;     /* held rows, least recently looked up first */
+    pmc_lfu_order frequency; /* held rows by (count, last lookup) */
     pmc_rowlist history[2]; /* rows each expert evicted -> when */
     double w_lru;
     pmc_mt19937 rng;
@@ -26,20 +25,16 @@ static int init(pmc_shadow *s)
     int rc = pmc_rowlist_init(&st->recency, cap, s->config.rows);
     int made = 0;
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowheap_init(&st->frequency, cap, s->config.rows);
-    if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowmap_init(&st->counts, 2 * cap, s->config.rows);
+        rc = pmc_lfu_order_init(&st->frequency, cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
         rc = pmc_rowlist_init(&st->history[EXPERT_LRU], cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
         rc = pmc_rowlist_init(&st->history[EXPERT_LFU], cap, s->config.rows);
     if (rc != PMC_CACHESIM_OK) {
-        if (made > 3)
-            pmc_rowlist_free(&st->history[EXPERT_LRU]);
         if (made > 2)
-            pmc_rowmap_free(&st->counts);
+            pmc_rowlist_free(&st->history[EXPERT_LRU]);
         if (made > 1)
-            pmc_rowheap_free(&st->frequency);
+            pmc_lfu_order_free(&st->frequency);
         if (made > 0)
             pmc_rowlist_free(&st->recency);
         free(st);
@@ -55,8 +50,7 @@ static void destroy(pmc_shadow *s)
 {
     lecar_state *st = s->state;
     pmc_rowlist_free(&st->recency);
-    pmc_rowheap_free(&st->frequency);
-    pmc_rowmap_free(&st->counts);
+    pmc_lfu_order_free(&st->frequency);
     pmc_rowlist_free(&st->history[EXPERT_LRU]);
     pmc_rowlist_free(&st->history[EXPERT_LFU]);
     free(st);
@@ -81,20 +75,6 @@ static void learn(const pmc_shadow *s, lecar_state *st, int64_t row, int64_t t)
     }
 }
 
-static int count(lecar_state *st, int64_t row, int64_t t)
-{
-    int64_t *c = pmc_rowmap_find(&st->counts, row);
-    int64_t n = c ? *c + 1 : 1;
-    if (c)
-        *c = n;
-    else {
-        int rc = pmc_rowmap_put(&st->counts, row, n, NULL);
-        if (rc != PMC_CACHESIM_OK)
-            return rc;
-    }
-    return pmc_rowheap_set(&st->frequency, row, (double)n, t);
-}
-
 static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_t *hit, int64_t *evicted)
 {
     (void)rank;
@@ -104,15 +84,15 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
     if (node >= 0) {
         *hit = 1;
         pmc_rowlist_to_end(&st->recency, node);
-        return count(st, row, t);
+        return pmc_lfu_order_touch(&st->frequency, row, t);
     }
     *hit = 0;
     learn(s, st, row, t);
     if ((int64_t)st->recency.len >= s->config.capacity) {
         int expert = pmc_mt_random(&st->rng) < st->w_lru ? EXPERT_LRU : EXPERT_LFU;
-        int64_t v = expert == EXPERT_LRU ? st->recency.row[st->recency.head] : pmc_rowheap_top(&st->frequency);
+        int64_t v = expert == EXPERT_LRU ? st->recency.row[st->recency.head] : pmc_rowheap_top(&st->frequency.held);
         pmc_rowlist_remove(&st->recency, pmc_rowlist_find(&st->recency, v));
-        pmc_rowheap_remove(&st->frequency, v);
+        pmc_rowheap_remove(&st->frequency.held, v);
         pmc_rowlist *h = &st->history[expert];
         int rc = pmc_rowlist_append(h, v, t);
         if (rc != PMC_CACHESIM_OK)
@@ -122,7 +102,7 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
         *evicted = v;
     }
     int rc = pmc_rowlist_append(&st->recency, row, 0);
-    return rc != PMC_CACHESIM_OK ? rc : count(st, row, t);
+    return rc != PMC_CACHESIM_OK ? rc : pmc_lfu_order_touch(&st->frequency, row, t);
 }
 
 static int holds(const pmc_shadow *s, int64_t row)
