@@ -9,8 +9,14 @@
 
 #define fail pmc_cachesim_fail
 
+/* Gaps and counts below this come from tables (the same values the
+ * functions give: each entry is computed by the expression it replaces). */
+enum { SMALL = 4096 };
+
 struct pmc_features {
     int64_t rows;
+    float log1p_small[SMALL];           /* (float)log1p(k) */
+    double *decay_small;                /* per scale: exp(-k / tau) */
     uint32_t n_scales;
     double sentinel;
     double inv_tau[PMC_FEATURES_MAX_SCALES];
@@ -28,6 +34,7 @@ void pmc_features_free(pmc_features *f)
     free(f->prev_gap);
     free(f->in_batch);
     free(f->decayed);
+    free(f->decay_small);
     free(f);
 }
 
@@ -60,14 +67,25 @@ int pmc_features_new(int64_t rows, const double *scales, uint32_t n_scales, doub
     f->prev_gap = malloc(r * sizeof *f->prev_gap);
     f->in_batch = calloc(r, sizeof *f->in_batch);
     f->decayed = calloc(r * (n_scales ? n_scales : 1), sizeof *f->decayed);
-    if (!f->count || !f->last || !f->prev_gap || !f->in_batch || !f->decayed) {
+    f->decay_small = malloc((size_t)SMALL * (n_scales ? n_scales : 1) * sizeof *f->decay_small);
+    if (!f->count || !f->last || !f->prev_gap || !f->in_batch || !f->decayed || !f->decay_small) {
         pmc_features_free(f);
         return fail(PMC_CACHESIM_ENOMEM, msg, msg_len, "no memory for the state of %lld rows", (long long)rows);
     }
     for (size_t i = 0; i < r; i++)
         f->last[i] = f->prev_gap[i] = -1;
+    for (int k = 0; k < SMALL; k++) {
+        f->log1p_small[k] = (float)log1p((double)k);
+        for (uint32_t j = 0; j < n_scales; j++)
+            f->decay_small[(size_t)j * SMALL + (size_t)k] = exp(-(double)k * f->inv_tau[j]);
+    }
     *out = f;
     return PMC_CACHESIM_OK;
+}
+
+static float log1p_int(const pmc_features *f, int64_t k)
+{
+    return k < SMALL ? f->log1p_small[k] : (float)log1p((double)k);
 }
 
 int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t t0, float *out, char *msg,
@@ -92,13 +110,16 @@ int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t 
         int64_t gap = last >= 0 ? t - last : -1;
         float *o = out + k * width;
         o[0] = (float)log(((double)c + 1.0) / ((double)t + 1.0));
-        o[1] = (float)(gap >= 0 ? log1p((double)gap) : f->sentinel);
-        o[2] = (float)(pg >= 0 ? log1p((double)pg) : f->sentinel);
+        o[1] = gap >= 0 ? log1p_int(f, gap) : (float)f->sentinel;
+        o[2] = pg >= 0 ? log1p_int(f, pg) : (float)f->sentinel;
         o[3] = c == 0 ? 1.0f : 0.0f;
-        o[4] = (float)log1p((double)f->in_batch[r]);
+        o[4] = log1p_int(f, f->in_batch[r]);
         double *d = f->decayed + (size_t)r * f->n_scales;
         for (uint32_t j = 0; j < f->n_scales; j++) {
-            double v = last >= 0 ? d[j] * exp(-(double)gap * f->inv_tau[j]) : 0.0;
+            double v = 0.0;
+            if (gap >= 0)
+                v = d[j] * (gap < SMALL ? f->decay_small[(size_t)j * SMALL + (size_t)gap]
+                                        : exp(-(double)gap * f->inv_tau[j]));
             o[PMC_FEATURES_BASE + j] = (float)log1p(v);
             d[j] = v + 1.0;
         }

@@ -8,12 +8,17 @@
 
 enum { EXPERT_LRU = 0, EXPERT_LFU = 1 };
 
+/* Penalties of mistakes noticed within this many lookups come from a table
+ * (each entry computed by the expression it replaces). */
+enum { RECENT = 4096 };
+
 typedef struct {
     pmc_rowlist recency;     /* held rows, least recently looked up first */
     pmc_lfu_order frequency; /* held rows by (count, last lookup) */
     pmc_rowlist history[2]; /* rows each expert evicted -> when */
     double w_lru;
     pmc_mt19937 rng;
+    double penalty[RECENT]; /* exp(-learning_rate * discount ** age) */
 } lecar_state;
 
 static int init(pmc_shadow *s)
@@ -41,6 +46,8 @@ static int init(pmc_shadow *s)
         return rc;
     }
     st->w_lru = 0.5;
+    for (int age = 0; age < RECENT; age++)
+        st->penalty[age] = exp(-s->config.learning_rate * pow(s->config.discount, (double)age));
     pmc_mt_seed(&st->rng, s->config.seed_words, s->config.seed_len);
     s->state = st;
     return PMC_CACHESIM_OK;
@@ -66,7 +73,9 @@ static void learn(const pmc_shadow *s, lecar_state *st, int64_t row, int64_t t)
         int64_t evicted_at = st->history[e].val[node];
         pmc_rowlist_remove(&st->history[e], node);
         double w_lru = st->w_lru, w_lfu = 1.0 - st->w_lru;
-        double penalty = exp(-s->config.learning_rate * pow(s->config.discount, (double)(t - evicted_at)));
+        int64_t age = t - evicted_at;
+        double penalty = age < RECENT ? st->penalty[age]
+                                      : exp(-s->config.learning_rate * pow(s->config.discount, (double)age));
         if (e == EXPERT_LRU)
             w_lru *= penalty;
         else
