@@ -43,13 +43,33 @@ def gather_sender_sends_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], in
 
 
 def gatherv_root_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
-    """Gatherv (the root reads each block): the root expects more from the
-    last rank than it exposes; the root finds it."""
+    """Gatherv (senders store where the root's table says): the root expects
+    more from the last rank than it sends; the last rank finds it in the
+    table before it writes anything."""
     last, size = comm.size - 1, comm.size
     counts = [BLOCK] * size
     counts[last] += EXTRA
     displs = [i * BLOCK for i in range(size)]
     send = np.full(BLOCK, comm.rank + 1, np.uint8)
+    room = np.zeros(sum(counts) + GUARD, np.uint8)
+
+    def call() -> None:
+        try:
+            comm.Gatherv(send, [room[:sum(counts)], counts, displs, MPI.BYTE] if comm.rank == 0 else None, root=0)
+        finally:
+            assert not room[sum(counts):].any(), "a store ran past the root's receive buffer"
+    return call, last
+
+
+def gatherv_sender_below_crossover(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
+    """Gatherv: the last rank's count is below the crossover, so it sends
+    through the cells, while the root counts a single-copy block for it; the
+    root finds the block was never stored (the sender's next call learns)."""
+    last, size = comm.size - 1, comm.size
+    counts = [BLOCK] * size
+    small = 4096
+    displs = [i * BLOCK for i in range(size)]
+    send = np.full(small if comm.rank == last else BLOCK, comm.rank + 1, np.uint8)
     recv = np.zeros(sum(counts), np.uint8) if comm.rank == 0 else None
 
     def call() -> None:
@@ -68,7 +88,10 @@ def bcast_receiver_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None],
     return call, last
 
 
-CASES = [gather_sender_sends_more, gatherv_root_expects_more, bcast_receiver_expects_more]
+CASES = [gather_sender_sends_more, gatherv_root_expects_more, gatherv_sender_below_crossover,
+         bcast_receiver_expects_more]
+#: Cases where a rank that waits on nobody who failed may finish the call (its next call learns).
+MAY_RETURN = {"gatherv_root_expects_more", "gatherv_sender_below_crossover", "bcast_receiver_expects_more"}
 
 
 def body() -> None:
@@ -95,8 +118,10 @@ def body() -> None:
             got = exc
         if got is None:
             # A rank that waits on nobody who failed (a Bcast leaf beside the
-            # finder) may finish the call; its next collective learns.
-            assert rank != finder and rank != 0, f"{case.__name__}: rank {rank} returned"
+            # finder, a Gatherv sender done with its part) may finish the
+            # call; its next collective learns.
+            assert rank != finder and rank != 0 and case.__name__ in MAY_RETURN, \
+                f"{case.__name__}: rank {rank} returned"
             try:
                 comm.Barrier()
                 raise AssertionError(f"{case.__name__}: the next call on rank {rank} did not learn of the failure")

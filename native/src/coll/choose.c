@@ -35,10 +35,9 @@ static uint64_t square_law(uint64_t k, int local_ranks, uint64_t cap)
  * with the square of the ranks (256-512 KiB at 8), from 1 MiB up to 4
  * ranks: at 2 the cells win in the tuner's reused buffers up to 2 MiB, but
  * with freshly written ones (bench) MPICH's single copy beat them 1.3x at
- * 1 MiB blocks while ours matched it. A Gather's senders store into the
- * root's buffer side by side, so single copy pays from 2 MiB and, once
- * ranks outnumber cores, earlier (512 KiB at 8); a Gatherv's root still
- * reads every block itself. A
+ * 1 MiB blocks while ours matched it. A Gather's (and a Gatherv's)
+ * senders store into the root's buffer side by side, so single copy pays
+ * from 2 MiB and, once ranks outnumber cores, earlier (512 KiB at 8). A
  * Scan's rank r reads the inputs of all r ranks below it, L^2/2 reads in
  * all against the cells' chain of L: from 4 ranks the cells win at every
  * size measured (to 32 MiB; 8x at 8 MiB with 8 ranks), so 0 (never). A
@@ -49,8 +48,7 @@ uint64_t pmc_single_copy_min_default(int coll, int local_ranks)
     const uint64_t readers = local_ranks > 1 ? (uint64_t)(local_ranks - 1) : 1;
     switch (coll) {
     case PMC_COLL_BCAST: return local_ranks == 2 ? 4u << 20 : 16u << 20;
-    case PMC_COLL_GATHER: return square_law(32u << 20, local_ranks, 2u << 20);
-    case PMC_COLL_GATHERV: return 32u << 20;
+    case PMC_COLL_GATHER: case PMC_COLL_GATHERV: return square_law(32u << 20, local_ranks, 2u << 20);
     case PMC_COLL_SCATTER: case PMC_COLL_SCATTERV: return ((4u << 20) / (readers * readers)) & ~(uint64_t)4095;
     case PMC_COLL_ALLGATHER: case PMC_COLL_ALLGATHERV: return 8u << 20;
     case PMC_COLL_ALLTOALL: case PMC_COLL_ALLTOALLV: return square_law(16u << 20, local_ranks, 1u << 20);

@@ -1,18 +1,73 @@
-/* Gatherv within a node, each block on its own path: the root fetches a
- * block big enough for single copy straight from its writer's send buffer;
- * the others stream through the gather cells. A pair's path depends only on
- * its count, which both its ends know, so the writers need not know each
- * other's counts.
+/* Gatherv within a node, each block on its own path: a writer whose block is
+ * big enough for single copy stores it straight into the root's receive
+ * buffer; the others stream through the gather cells. A pair's path depends
+ * only on its count, which both its ends know, so the writers need not know
+ * each other's counts.
  *
- * The cells then run with the single-copy blocks counted as empty. Their
- * first step s also carries the single-copy writers' exposures (in their
- * inline lines); the root fetches those first, so once it acknowledges s
- * the writers may return. Sharing the step keeps the cell rotation of the
- * cells' calls (one stride per call), so consecutive calls pipeline. */
+ * The writers cannot know where their block goes (only the root has the
+ * displacements), so the root publishes, in its inline line of the cells'
+ * first step s, two exposures: its receive buffer and a table of
+ * (displacement, count) per rank. A single-copy writer reads its entry,
+ * checks the count against its own (a disagreement breaks the communicator
+ * at once instead of overwriting a neighbour's block), stores its block,
+ * marks its entry stored and acknowledges s; the root returns once every
+ * such writer has, and checks the marks. The writers
+ * store at the same time, where the root used to fetch block after block.
+ * The cells run with the single-copy blocks counted as empty; sharing the
+ * step keeps their rotation (one stride per call), so calls pipeline. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../comm.h"
+#include "../node/cma.h"
 #include "node_algos.h"
+
+/* A table entry's count once its writer has stored the block: a writer
+ * that took the cells instead (it saw a count below the crossover where the
+ * root saw one above) leaves the count, and the root reports it. */
+#define STORED UINT64_MAX
+
+/* Stores this writer's block where the root's table says, after checking the count the root expects. */
+static int store_block(pmc_op *op, int root, uint64_t s, const void *send, uint64_t count)
+{
+    pmc_node *n = &op->c->node_ctx;
+    pmc_desc d[2];
+    uint64_t entry[2];
+    const uint64_t at = (uint64_t)n->local_rank * sizeof(entry);
+    memcpy(d, pmc_inline_payload(pmc_inline_line(n, root, s)), sizeof(d));
+    int rc = pmc_fetch(n, root, &d[1], at, entry, sizeof(entry));
+    if (rc != PMC_OK) return rc;
+    if (entry[1] != count) {
+        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": the root (local rank %d) expects %" PRIu64
+                 " bytes from local rank %d, which sends %" PRIu64 " (the ranks disagree on the message size; "
+                 "PYMCOLL_CHECK=1 names the argument); the communicator is broken: Free() it",
+                 n->coll, n->coll_seq, root, entry[1], n->local_rank, count);
+        pmc_node_abort(n);
+        return PMC_ERR_MISMATCH;
+    }
+    rc = pmc_store(n, root, &d[0], entry[0], send, count);
+    if (rc != PMC_OK) return rc;
+    const uint64_t stored = STORED;
+    return pmc_store(n, root, &d[1], at + sizeof(uint64_t), &stored, sizeof(stored));
+}
+
+/* The root, once every writer acknowledged: each single-copy entry must say its block was stored. */
+static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *table)
+{
+    pmc_comm *c = op->c;
+    pmc_node *n = &c->node_ctx;
+    for (int i = 0; i < n->local_size; ++i) {
+        if (i == n->local_rank || !pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]) || table[2 * i + 1] == STORED)
+            continue;
+        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d did not send its %" PRIu64 " bytes by single "
+                 "copy (it counts another size; the ranks disagree on the message size; PYMCOLL_CHECK=1 names "
+                 "the argument); the communicator is broken: Free() it", n->coll, n->coll_seq, i, rcounts[i]);
+        pmc_node_abort(n);
+        return PMC_ERR_MISMATCH;
+    }
+    return PMC_OK;
+}
 
 int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
                            const uint64_t *rcounts, const uint64_t *rdispls, int root)
@@ -20,50 +75,68 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     pmc_comm *c = op->c;
     pmc_node *n = &c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
-    unsigned char *out = recv;
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f->p = NULL;
-    if (L > 1) { /* a node of one rank has no segment: the cells copy its block */
-        if (me == root) {
-            for (f->j = 0; f->j < L - 1; ++f->j) {
-                if (!pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[n->others[f->j]])) continue;
-                if (f->p == NULL) {
-                    uint64_t *cells = pmc_scratch(c, (size_t)L * sizeof(uint64_t));
-                    if (cells == NULL) {
-                        f->pc = 0;
-                        return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
-                    }
-                    memcpy(cells, rcounts, (size_t)L * sizeof(uint64_t));
-                    f->p = cells;
-                }
-                ((uint64_t *)f->p)[n->others[f->j]] = 0;
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &n->others[f->j], 1, f->aux));
-                {
-                    const int peer = n->others[f->j];
-                    int rc = pmc_cma_fetch_from(op, peer, f->aux, 0, out + rdispls[peer], rcounts[peer]);
-                    if (rc != PMC_OK) {
-                        f->pc = 0;
-                        return rc;
-                    }
-                }
+    if (L > 1 && me == root) { /* a node of one rank has no segment: the cells copy its block */
+        for (int i = 0; i < L; ++i)
+            if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) f->p = (void *)1;
+        if (f->p != NULL) {
+            /* The cells' counts (single-copy blocks empty), then the table the writers read. */
+            uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
+            if (cells == NULL) {
+                f->pc = 0;
+                return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
             }
-        } else if (pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
-            f[1].aux = f->aux;
-            PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, count));
+            uint64_t *table = cells + L;
+            for (int i = 0; i < L; ++i) {
+                int single = i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]);
+                cells[i] = single ? 0 : rcounts[i];
+                table[2 * i] = rdispls[i];
+                table[2 * i + 1] = rcounts[i];
+            }
+            f->p = cells;
         }
     }
-    if (me == root) {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,
-                                          rdispls, root, 0));
-    } else {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, pmc_single_copy(c, PMC_COLL_GATHERV, count) ? 0 : count, NULL, NULL,
-                                          root, 0));
-        if (pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
-            /* The root has my block: my send buffer may change again. */
-            f->peers[0] = root;
-            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
+    if (me == root && f->p != NULL) {
+        {
+            /* Rebuilt on every resume from stable arguments; copied out when published. */
+            pmc_desc d[2];
+            pmc_desc_make(c->heap, recv, pmc_v_extent(rcounts, rdispls, L), &d[0]);
+            pmc_desc_make(c->heap, (const uint64_t *)f->p + L, (uint64_t)L * 2 * sizeof(uint64_t), &d[1]);
+            f[1].aux = f->aux;
+            PMC_AWAIT(f, pmc_inline_publish(op, f + 1, d, sizeof(d)));
         }
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, (const uint64_t *)f->p, rdispls, root, 0));
+        /* Every single-copy writer acknowledges the first step once its block is in place (and it has
+         * read this rank's line): the cells' later steps carry no such promise. */
+        for (f->j = 0; f->j < L - 1; ++f->j) {
+            if (!pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[n->others[f->j]])) continue;
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, &n->others[f->j], 1, f->aux));
+        }
+        {
+            int rc = check_stored(op, rcounts, (const uint64_t *)f->p + L);
+            if (rc != PMC_OK) {
+                f->pc = 0;
+                return rc;
+            }
+        }
+    } else if (me == root) {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, rcounts, rdispls, root, 0));
+    } else if (L > 1 && pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
+        f->peers[0] = root;
+        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, f->peers, 1, f->aux));
+        {
+            int rc = store_block(op, root, f->aux, send, count);
+            if (rc != PMC_OK) {
+                f->pc = 0;
+                return rc;
+            }
+        }
+        pmc_node_post(n, PMC_FLAG_ACK, f->aux);
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, NULL, NULL, root, 0));
+    } else {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, count, NULL, NULL, root, 0));
     }
     PMC_CO_END(f);
 }
