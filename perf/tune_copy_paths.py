@@ -7,7 +7,7 @@ of medians says which path wins at each size. The crossover sizes are what
 PYMCOLL_INLINE_MAX and PYMCOLL_CMA_MIN should be on this machine.
 
     mpiexec -n 2 python perf/tune_copy_paths.py [--paths cico,cma] [--min-bytes 4K] [--max-bytes 1M]
-        [--colls Bcast,Allgather,Gather,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce_scatter_block]
+        [--colls Bcast,Allgather,Gather,Gatherv,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce_scatter_block]
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ def call(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray) -> None
         c.Bcast(recv[: send.size], root=0)
     elif coll == "Gather":
         c.Gather(send, recv, root=0)
+    elif coll == "Gatherv":
+        n = send.nbytes
+        c.Gatherv(send, [recv, [n] * c.size, [i * n for i in range(c.size)], MPI.BYTE], root=0)
     elif coll == "Scatter":
         c.Scatter(recv, send, root=0)
     else:
