@@ -191,7 +191,7 @@ def test_engine_choice():
 def test_native_shadow_arguments():
     with pytest.raises(ValueError, match="kind"):
         NativeShadow({"kind": "mru"}, 10)
-    with pytest.raises(ValueError, match="capacity must be at least 1"):
+    with pytest.raises(ValueError, match=r"capacity must be 1..2\^40"):
         NativeShadow({"kind": "lru"}, 0)
     with pytest.raises(ValueError, match="window_rows"):
         NativeShadow({"kind": "tinylfu", "window_rows": 11, "sample": 5}, 10)

@@ -53,7 +53,7 @@ typedef struct pmc_shadow pmc_shadow;
 
 typedef struct {
     int32_t kind;          /* PMC_SHADOW_* */
-    int64_t capacity;      /* rows the fast tier holds, at least 1 */
+    int64_t capacity;      /* rows the fast tier holds, 1..2^40 */
     int64_t rows;          /* > 0: every id is below it, and the shadow indexes rows by an array of
                             * that length (one load a lookup, 8 bytes a row per index); 0: any
                             * non-negative id, through hash tables */

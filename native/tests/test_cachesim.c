@@ -219,6 +219,8 @@ static void check_bad_arguments(void) {
     c.kind = PMC_SHADOW_LRU;
     c.capacity = 0;
     CHECK(pmc_shadow_new(&c, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "capacity"), "capacity");
+    c.capacity = INT64_MAX; /* no size computed from it may overflow: refused */
+    CHECK(pmc_shadow_new(&c, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "capacity"), "huge");
     c = (pmc_shadow_config){.kind = PMC_SHADOW_LECAR, .capacity = 4, .learning_rate = 0.45, .discount = 0.5};
     CHECK(pmc_shadow_new(&c, &s, msg, sizeof msg) == PMC_CACHESIM_EINVAL && strstr(msg, "seed_len"), "seed");
     c = (pmc_shadow_config){.kind = PMC_SHADOW_TINYLFU, .capacity = 4, .window_rows = 5, .sample = 1};

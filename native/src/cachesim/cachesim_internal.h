@@ -122,6 +122,11 @@ typedef struct {
 void pmc_mt_seed(pmc_mt19937 *g, const uint32_t *key, size_t len);
 double pmc_mt_random(pmc_mt19937 *g);
 
+/* The most rows a shadow or the features accept, as capacity or bound:
+ * far beyond any memory, and small enough that no size computed from it
+ * overflows. */
+#define PMC_CACHESIM_MAX_ROWS ((int64_t)1 << 40)
+
 /* Writes the formatted message into msg (when given) and returns status. */
 __attribute__((format(printf, 4, 5))) int pmc_cachesim_fail(int status, char *msg, size_t msg_len,
                                                             const char *fmt, ...);

@@ -44,8 +44,8 @@ int pmc_features_new(int64_t rows, const double *scales, uint32_t n_scales, doub
     if (!out)
         return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "out is NULL");
     *out = NULL;
-    if (rows < 1)
-        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be at least 1, got %lld", (long long)rows);
+    if (rows < 1 || rows > PMC_CACHESIM_MAX_ROWS)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be 1..2^40, got %lld", (long long)rows);
     if (n_scales > PMC_FEATURES_MAX_SCALES || (n_scales && !scales))
         return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "n_scales must be 0..%d with scales given, got %u",
                     PMC_FEATURES_MAX_SCALES, n_scales);

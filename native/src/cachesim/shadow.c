@@ -16,11 +16,11 @@ static int check_config(const pmc_shadow_config *c, char *msg, size_t msg_len)
     if (c->kind < 0 || c->kind >= PMC_SHADOW_KINDS)
         return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "kind %d is not a shadow kind (0..%d)", (int)c->kind,
                     PMC_SHADOW_KINDS - 1);
-    if (c->capacity < 1)
-        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "capacity must be at least 1 row, got %lld",
+    if (c->capacity < 1 || c->capacity > PMC_CACHESIM_MAX_ROWS)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "capacity must be 1..2^40 rows, got %lld",
                     (long long)c->capacity);
-    if (c->rows < 0)
-        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be >= 0 (0: unbounded), got %lld",
+    if (c->rows < 0 || c->rows > PMC_CACHESIM_MAX_ROWS)
+        return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "rows must be 0..2^40 (0: unbounded), got %lld",
                     (long long)c->rows);
     if (c->kind == PMC_SHADOW_LECAR) {
         if (!(c->learning_rate > 0))

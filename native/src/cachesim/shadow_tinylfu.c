@@ -23,7 +23,7 @@ static int init(pmc_shadow *s)
     if (rc == PMC_CACHESIM_OK && ++made)
         rc = pmc_rowlist_init(&st->main, cap, s->config.rows);
     if (rc == PMC_CACHESIM_OK && ++made)
-        rc = pmc_rowmap_init(&st->freq, 2 * cap, s->config.rows);
+        rc = pmc_rowmap_init(&st->freq, 2 * cap, 0); /* hashed: ageing then costs the rows counted, not the table */
     if (rc != PMC_CACHESIM_OK) {
         if (made > 1)
             pmc_rowlist_free(&st->main);

@@ -52,6 +52,18 @@ static int store_block(pmc_op *op, int root, uint64_t s, const void *send, uint6
     return pmc_store(n, root, &d[1], at + sizeof(uint64_t), &stored, sizeof(stored));
 }
 
+/* The root's exposures: its receive buffer and its table. Built inside the
+ * awaited call, so that a resumed publish copies them out again. */
+static int publish_table(pmc_op *op, pmc_frame *f, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
+                         const uint64_t *table)
+{
+    const int L = op->c->node_ctx.local_size;
+    pmc_desc d[2];
+    pmc_desc_make(op->c->heap, recv, pmc_v_extent(rcounts, rdispls, L), &d[0]);
+    pmc_desc_make(op->c->heap, table, (uint64_t)L * 2 * sizeof(uint64_t), &d[1]);
+    return pmc_inline_publish(op, f, d, sizeof(d));
+}
+
 /* The root, once every writer acknowledged: each single-copy entry must say its block was stored. */
 static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *table)
 {
@@ -79,50 +91,38 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     f->aux = n->step + 1;
     f->p = NULL;
     if (L > 1 && me == root) { /* a node of one rank has no segment: the cells copy its block */
-        for (int i = 0; i < L; ++i)
-            if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) f->p = (void *)1;
-        if (f->p != NULL) {
-            /* The cells' counts (single-copy blocks empty), then the table the writers read. */
-            uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
-            if (cells == NULL) {
-                f->pc = 0;
-                return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
-            }
-            uint64_t *table = cells + L;
-            for (int i = 0; i < L; ++i) {
-                int single = i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]);
-                cells[i] = single ? 0 : rcounts[i];
-                table[2 * i] = rdispls[i];
-                table[2 * i + 1] = rcounts[i];
-            }
-            f->p = cells;
+        /* The cells' counts (single-copy blocks empty), then the table the writers read. The root
+         * publishes it even when it expects no single-copy block, so that a writer that counts one
+         * finds the disagreement instead of waiting for a line that never comes. */
+        uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
+        if (cells == NULL) {
+            f->pc = 0;
+            return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
         }
+        uint64_t *table = cells + L;
+        for (int i = 0; i < L; ++i) {
+            int single = i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]);
+            cells[i] = single ? 0 : rcounts[i];
+            table[2 * i] = rdispls[i];
+            table[2 * i + 1] = rcounts[i];
+        }
+        f->p = cells;
+        f[1].aux = f->aux;
+        PMC_AWAIT(f, publish_table(op, f + 1, recv, rcounts, rdispls, (const uint64_t *)f->p + L));
     }
-    if (me == root && f->p != NULL) {
-        {
-            /* Rebuilt on every resume from stable arguments; copied out when published. */
-            pmc_desc d[2];
-            pmc_desc_make(c->heap, recv, pmc_v_extent(rcounts, rdispls, L), &d[0]);
-            pmc_desc_make(c->heap, (const uint64_t *)f->p + L, (uint64_t)L * 2 * sizeof(uint64_t), &d[1]);
-            f[1].aux = f->aux;
-            PMC_AWAIT(f, pmc_inline_publish(op, f + 1, d, sizeof(d)));
-        }
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, (const uint64_t *)f->p, rdispls, root, 0));
-        /* Every single-copy writer acknowledges the first step once its block is in place (and it has
-         * read this rank's line): the cells' later steps carry no such promise. */
-        for (f->j = 0; f->j < L - 1; ++f->j) {
-            if (!pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[n->others[f->j]])) continue;
-            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, &n->others[f->j], 1, f->aux));
-        }
-        {
+    if (me == root) {
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,
+                                          rdispls, root, 0));
+        if (f->p != NULL) {
+            /* Every writer acknowledges the first step once done with this rank's line and table (a
+             * single-copy writer once its block is in place); then the marks tell who stored. */
+            PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
             int rc = check_stored(op, rcounts, (const uint64_t *)f->p + L);
             if (rc != PMC_OK) {
                 f->pc = 0;
                 return rc;
             }
         }
-    } else if (me == root) {
-        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, rcounts, rdispls, root, 0));
     } else if (L > 1 && pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
         f->peers[0] = root;
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, f->peers, 1, f->aux));

@@ -47,6 +47,24 @@ static int even_stride(const uint64_t *displs, int L, uint64_t *stride)
     return 1;
 }
 
+/* Publishes this sender's exposure: its send buffer, and its displacements
+ * (or their stride). Built inside the awaited call, so that a resumed
+ * publish copies them out again. */
+static int publish_send(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
+                        const uint64_t *sdispls)
+{
+    pmc_comm *c = op->c;
+    const int L = c->node_ctx.local_size;
+    pmc_desc d[2];
+    pmc_desc_make(c->heap, send, pmc_v_extent(scounts, sdispls, L), &d[0]);
+    uint64_t stride;
+    if (even_stride(sdispls, L, &stride))
+        d[1] = (pmc_desc){.where = stride, .len = 0, .kind = DISPLS_STRIDE, .pad = 0};
+    else
+        pmc_desc_make(c->heap, sdispls, (uint64_t)L * sizeof(uint64_t), &d[1]);
+    return pmc_inline_publish(op, f, d, sizeof(d));
+}
+
 /* counts with the single-copy blocks set to 0 (this rank's own kept). */
 static void cells_only(const pmc_comm *c, int coll, uint64_t *dst, const uint64_t *counts, int me, int L)
 {
@@ -80,16 +98,8 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
         if (root < 0) cells_only(c, kind, (uint64_t *)f->p + L, rcounts, me, L);
     }
     if (exposes) {
-        pmc_desc d[2];
-        /* The descriptors are rebuilt on a resume and copied out when published. */
-        pmc_desc_make(c->heap, send, pmc_v_extent(scounts, sdispls, L), &d[0]);
-        uint64_t stride;
-        if (even_stride(sdispls, L, &stride))
-            d[1] = (pmc_desc){.where = stride, .len = 0, .kind = DISPLS_STRIDE, .pad = 0};
-        else
-            pmc_desc_make(c->heap, sdispls, (uint64_t)L * sizeof(uint64_t), &d[1]);
         f[1].aux = f->aux;
-        PMC_AWAIT(f, pmc_inline_publish(op, f + 1, d, sizeof(d)));
+        PMC_AWAIT(f, publish_send(op, f + 1, send, scounts, sdispls));
     }
     if (L > 1 && i_read) {
         for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
