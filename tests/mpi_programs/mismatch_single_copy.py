@@ -77,22 +77,6 @@ def gatherv_sender_below_crossover(comm: pymcoll.Comm) -> tuple[Callable[[], Non
     return call, 0
 
 
-def gatherv_sender_above_crossover(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
-    """Gatherv: the root expects a block below the crossover from the last
-    rank (through the cells), which sends one above it (by single copy); the
-    last rank finds the disagreement in the root's table."""
-    last, size = comm.size - 1, comm.size
-    counts = [BLOCK] * size
-    counts[last] = 4096
-    displs = [i * BLOCK for i in range(size)]
-    send = np.full(BLOCK, comm.rank + 1, np.uint8)
-    recv = np.zeros(size * BLOCK, np.uint8) if comm.rank == 0 else None
-
-    def call() -> None:
-        comm.Gatherv(send, [recv, counts, displs, MPI.BYTE] if comm.rank == 0 else None, root=0)
-    return call, last
-
-
 def bcast_receiver_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
     """Bcast: the last rank's buffer is longer than the root's; it finds it
     when it reads the root's exposed buffer."""
@@ -105,10 +89,9 @@ def bcast_receiver_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None],
 
 
 CASES = [gather_sender_sends_more, gatherv_root_expects_more, gatherv_sender_below_crossover,
-         gatherv_sender_above_crossover, bcast_receiver_expects_more]
+         bcast_receiver_expects_more]
 #: Cases where a rank that waits on nobody who failed may finish the call (its next call learns).
-MAY_RETURN = {"gatherv_root_expects_more", "gatherv_sender_below_crossover", "gatherv_sender_above_crossover",
-              "bcast_receiver_expects_more"}
+MAY_RETURN = {"gatherv_root_expects_more", "gatherv_sender_below_crossover", "bcast_receiver_expects_more"}
 
 
 def body() -> None:

@@ -11,7 +11,12 @@
  * checks the count against its own (a disagreement breaks the communicator
  * at once instead of overwriting a neighbour's block), stores its block,
  * marks its entry stored and acknowledges s; the root returns once every
- * such writer has, and checks the marks. The writers
+ * writer has acknowledged s (so none reads its table later), and checks the
+ * marks. The root publishes only when it expects a single-copy block: a
+ * writer that counts one where the root counts a block for the cells waits
+ * for a line that never comes and ends at the deadline (PYMCOLL_CHECK=1
+ * finds it before any data moves); acknowledging early to tell it would let
+ * the cells reuse a chunk the root has not read. The writers
  * store at the same time, where the root used to fetch block after block.
  * The cells run with the single-copy blocks counted as empty; sharing the
  * step keeps their rotation (one stride per call), so calls pipeline. */
@@ -90,10 +95,11 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f->p = NULL;
-    if (L > 1 && me == root) { /* a node of one rank has no segment: the cells copy its block */
-        /* The cells' counts (single-copy blocks empty), then the table the writers read. The root
-         * publishes it even when it expects no single-copy block, so that a writer that counts one
-         * finds the disagreement instead of waiting for a line that never comes. */
+    if (L > 1 && me == root) /* a node of one rank has no segment: the cells copy its block */
+        for (int i = 0; i < L; ++i)
+            if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) f->p = (void *)1;
+    if (f->p != NULL) {
+        /* The cells' counts (single-copy blocks empty), then the table the writers read. */
         uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
         if (cells == NULL) {
             f->pc = 0;
