@@ -47,11 +47,20 @@ def fetch_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     version = mpi4py.__version__
     where = tmp_path_factory.mktemp("mpi4py-sdist")
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-           "-d", str(where), f"mpi4py=={version}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    archives = sorted(where.glob("mpi4py-*.tar.gz"))
-    if proc.returncode != 0 or not archives:
+    base = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", str(where)]
+    # pip prepares an sdist's metadata after downloading it; in this environment's setuptools that takes
+    # seconds, in an isolated build environment it first downloads the build backend's requirements
+    # (minutes when the registry is slow). The isolated way is the fallback.
+    for extra, limit in ((["--no-build-isolation"], 120), ([], 300)):
+        cmd = base + extra + [f"mpi4py=={version}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired as exc:
+            proc = subprocess.CompletedProcess(cmd, -1, str(exc.stdout or ""), f"timed out after {limit} s")
+        archives = sorted(where.glob("mpi4py-*.tar.gz"))
+        if archives:
+            break
+    if not archives:
         pytest.fail(f"could not download the mpi4py {version} sdist from PyPI ({' '.join(cmd)}):\n"
                     f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}\nSet PYMCOLL_MPI4PY_SUITE to its test/ folder "
                     f"to run offline.")
