@@ -129,6 +129,8 @@ class NativeShadow:
                 raise ValueError(f"rows must be at least 1 (the table's rows) or None, got {rows}")
             c.rows = int(rows) if int(rows) <= DENSE_ROWS_LIMIT else 0
         self.rows = int(rows) if rows is not None else None
+        # The C engine checks the bound itself when it indexes by arrays; beyond that only here.
+        self._unchecked_bound = self.rows if self.rows is not None and self.rows > DENSE_ROWS_LIMIT else None
         if kind == "lecar":
             words = config["seed_words"]
             c.learning_rate = float(config["learning_rate"])
@@ -160,9 +162,10 @@ class NativeShadow:
                                "make a new one (Shadow.reset does)")
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         n = ids.size
-        if self.rows is not None and n and int(ids.max()) >= self.rows:
-            k = int(np.argmax(ids >= self.rows))
-            raise ValueError(f"cache shadow (ids): ids[{k}] = {int(ids[k])}: rows must be in [0, {self.rows})")
+        bound = self._unchecked_bound
+        if bound is not None and n and int(ids.max()) >= bound:
+            k = int(np.argmax(ids >= bound))
+            raise ValueError(f"cache shadow (ids): ids[{k}] = {int(ids[k])}: rows must be in [0, {bound})")
         hits = np.zeros(n, dtype=np.uint8)
         evicted = np.empty(n, dtype=np.int64)
         off = ffi.NULL
