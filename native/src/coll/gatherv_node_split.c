@@ -86,6 +86,14 @@ static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *tab
     return PMC_OK;
 }
 
+/* Whether the root expects any block by single copy. */
+static int expects_single_copy(const pmc_comm *c, const uint64_t *rcounts, int root, int L)
+{
+    for (int i = 0; i < L; ++i)
+        if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) return 1;
+    return 0;
+}
+
 int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count,
                            const uint64_t *rcounts, const uint64_t *rdispls, int root)
 {
@@ -95,10 +103,8 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f->p = NULL;
-    if (L > 1 && me == root) /* a node of one rank has no segment: the cells copy its block */
-        for (int i = 0; i < L; ++i)
-            if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) f->p = (void *)1;
-    if (f->p != NULL) {
+    /* A node of one rank has no segment: the cells copy its block. */
+    if (L > 1 && me == root && expects_single_copy(c, rcounts, root, L)) {
         /* The cells' counts (single-copy blocks empty), then the table the writers read. */
         uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
         if (cells == NULL) {
