@@ -168,6 +168,10 @@ class Member:
         host, port = addr.rsplit(":", 1)
         self.id = replica_id
         self.sock = socket.create_connection((host, int(port)), timeout=5)
+        # As a real member's connection: without it, Nagle holds a small frame back until the
+        # coordinator acknowledges the last one, and a frame sent before another socket's close
+        # can reach the coordinator after that close.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.committed_epoch = 0           # the epoch of the commit whose state this member holds
         self.key: bytes | None = None      # member -> coordinator
