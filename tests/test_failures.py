@@ -54,6 +54,16 @@ def test_late_rank_times_out_then_recovers(n: int, late: int) -> None:
 
 
 @pytest.mark.parametrize("n", [2, 3])
+def test_late_rank_never_copies_after_the_others_gave_up(n: int) -> None:
+    # Single copy reads and writes the peers' own buffers: once a rank gave up, the late rank's
+    # call raises before it touches them (Gather/Gatherv stores, Scatter/Bcast reads).
+    proc = run_mpi(n, "late_single_copy", "1.0", env={"PYMCOLL_CMA_MIN": "64K"}, timeout=120)
+    out = proc.stdout
+    assert out.count("buffers intact") == 4 * n and out.count("recovered") == 4 * n, out
+    assert out.count("late, PeerFailedError") == 4 and out.count("stopped before copying") == 4, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
 def test_sizes_disagreeing_in_a_single_copy_fail_at_once_everywhere(n: int) -> None:
     # The rank that finds the mismatch raises ValueError; the ranks waiting on it
     # learn at once (PeerFailedError), not at the 30 s deadline.

@@ -141,6 +141,8 @@ static int op_step(pmc_op *op)
          * so the caller's buffers see no late writes. A non-blocking MPI
          * collective can be neither cancelled nor freed; it stays running. */
         if (c->nlreq > 0) pmc_lanes_abandon(c);
+        /* Nor late copies by local peers: they stop, or finish before this returns. */
+        if (rc != PMC_ERR_ARG) pmc_node_settle(&c->node_ctx);
         if (op->mreq != MPI_REQUEST_NULL) {
             ++c->left_in_flight;
             op->mreq = MPI_REQUEST_NULL;

@@ -38,10 +38,13 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
         pmc_node_abort(n);
         return PMC_ERR_MISMATCH;
     }
+    int rc = pmc_node_copy_begin(n);
+    if (rc != PMC_OK) return rc;
     if (d->kind == PMC_DESC_HEAP) {
         unsigned char *theirs = n->seg.heap + d->where + off;
         if (write) memcpy(theirs, mine, len);
         else memcpy(mine, theirs, len);
+        pmc_node_copy_end(n);
         return PMC_OK;
     }
     unsigned char *at = mine;
@@ -58,11 +61,13 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
                      " of %" PRIu64 " bytes: %s", n->coll, n->coll_seq,
                      write ? "process_vm_writev to" : "process_vm_readv from", peer, (int)pid, done, len,
                      moved < 0 ? strerror(errno) : "no progress");
+            pmc_node_copy_end(n);
             pmc_node_abort(n);
             return PMC_ERR_SYS;
         }
         done += (uint64_t)moved;
     }
+    pmc_node_copy_end(n);
     return PMC_OK;
 }
 

@@ -169,6 +169,18 @@ int pmc_node_poll(pmc_node *n, int kind, const int *peers, int npeers, uint64_t 
 /* Tell the other local ranks that this rank gave up on the collective. */
 void pmc_node_abort(pmc_node *n);
 
+/* Around every copy to or from a peer's exposed buffer: begin marks this
+ * rank busy and refuses (PMC_ERR_PEER_ABORTED, errmsg set) once any local
+ * rank gave up; end clears the mark. */
+int pmc_node_copy_begin(pmc_node *n);
+void pmc_node_copy_end(pmc_node *n);
+
+/* After a collective failed on this rank: tells the local ranks (the abort
+ * word) and waits until none is still copying to or from an exposed buffer,
+ * so that the caller's buffers see no late copies once the error returns. A
+ * dead copier is not waited for; past the deadline errmsg says who is left. */
+void pmc_node_settle(pmc_node *n);
+
 /* Number of online CPUs (for the spin/yield choice). */
 int pmc_online_cpus(void);
 

@@ -26,7 +26,7 @@ static uint64_t flags_offset(int local_size)
 static uint64_t data_offset(int local_size)
 {
     /* Page-aligned so that large copies start on a page boundary. */
-    return align_up(flags_offset(local_size) + (2u + PMC_INLINE_SLOTS) * (uint64_t)local_size * sizeof(pmc_flag),
+    return align_up(flags_offset(local_size) + (3u + PMC_INLINE_SLOTS) * (uint64_t)local_size * sizeof(pmc_flag),
                     4096);
 }
 
@@ -43,6 +43,7 @@ static void bind_views(pmc_segment *s, int local_size)
     s->seq = (pmc_flag *)(b + flags_offset(local_size));
     s->ack = s->seq + local_size;
     s->inl = s->ack + local_size;
+    s->busy = s->inl + (size_t)local_size * PMC_INLINE_SLOTS;
     s->data = b + s->hdr->data_offset;
     s->heap_bytes = s->hdr->heap_bytes;
     s->data_bytes = s->hdr->data_bytes - s->heap_bytes;
@@ -146,6 +147,7 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
         s->pids[i] = 0;
         atomic_store_explicit(&s->seq[i].v, 0, memory_order_relaxed);
         atomic_store_explicit(&s->ack[i].v, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->busy[i].v, 0, memory_order_relaxed);
     }
     /* Magic last, with release: an attacher that sees it sees the rest. */
     atomic_thread_fence(memory_order_release);

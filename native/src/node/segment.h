@@ -1,7 +1,7 @@
 /* The node segment: one shared mapping per node, made by local rank 0.
  *
  * Layout: header | pids | one seq line and one ack line per local rank |
- * inline lines | data area. Every flag line has a single writer (its owner) and sits on its
+ * inline lines | one busy line per local rank | data area. Every flag line has a single writer (its owner) and sits on its
  * own 64-byte cache line so that writers never share a line.
  */
 #ifndef PMC_NODE_SEGMENT_H
@@ -13,7 +13,7 @@
 
 #define PMC_CACHE_LINE 64
 #define PMC_SEG_MAGIC UINT64_C(0x706d636f6c6c7367) /* "pmcollsg" */
-#define PMC_SEG_VERSION 2u
+#define PMC_SEG_VERSION 3u
 #define PMC_SEG_PATH_MAX 256
 /* Inline lines: a ring of this many cache lines per local rank, each a step
  * number and a payload, so that a tiny message and its flag arrive as one
@@ -49,6 +49,7 @@ typedef struct pmc_segment {
     pmc_flag *seq;         /* "I published step s" */
     pmc_flag *ack;         /* "I finished reading everything up to step s" */
     pmc_flag *inl;         /* PMC_INLINE_SLOTS lines per local rank: step + payload */
+    pmc_flag *busy;        /* "I am copying to or from a peer's exposed buffer" (1) or not (0) */
     unsigned char *data;
     uint64_t data_bytes;   /* copy-in/copy-out area */
     unsigned char *heap;   /* shared heap (pymcoll.alloc), after the data area */

@@ -70,6 +70,53 @@ void pmc_node_abort(pmc_node *n)
     atomic_compare_exchange_strong(&n->seg.hdr->abort_rank, &expected, n->local_rank);
 }
 
+/* A copy touches a peer's exposed buffer only while the peer is still in
+ * the collective: the busy mark comes first, then the look at the abort word
+ * (both sequentially consistent), so a rank that gave up either sees the mark
+ * in pmc_node_settle and waits for the copy, or the copier sees its abort. */
+int pmc_node_copy_begin(pmc_node *n)
+{
+    atomic_store_explicit(&n->seg.busy[n->local_rank].v, 1, memory_order_seq_cst);
+    const int32_t aborter = atomic_load_explicit(&n->seg.hdr->abort_rank, memory_order_seq_cst);
+    if (aborter < 0) return PMC_OK;
+    atomic_store_explicit(&n->seg.busy[n->local_rank].v, 0, memory_order_release);
+    snprintf(n->errmsg, n->errlen,
+             "%s #%" PRIu64 " abandoned: local rank %d gave up on a collective (see its error), so local "
+             "rank %d stopped before copying", n->coll, n->coll_seq, (int)aborter, n->local_rank);
+    return PMC_ERR_PEER_ABORTED;
+}
+
+void pmc_node_copy_end(pmc_node *n)
+{
+    atomic_store_explicit(&n->seg.busy[n->local_rank].v, 0, memory_order_release);
+}
+
+void pmc_node_settle(pmc_node *n)
+{
+    if (n->seg.base == NULL || n->local_size < 2) return;
+    pmc_node_abort(n); /* no copy starts after this */
+    const double start = now_seconds();
+    long sleep_ns = SLEEP_MIN_NS;
+    for (int i = 0; i < n->local_size; ++i) {
+        while (i != n->local_rank && atomic_load_explicit(&n->seg.busy[i].v, memory_order_seq_cst) != 0) {
+            /* A copy in progress ends within a system call; only a stopped
+             * or dead copier keeps its mark. */
+            if (!pid_alive(n->seg.pids[i])) break;
+            if (n->timeout > 0 && now_seconds() >= start + n->timeout) {
+                const size_t used = strlen(n->errmsg);
+                snprintf(n->errmsg + used, n->errlen - used,
+                         "; local rank %d was still copying to or from a buffer of this collective after %.3g s "
+                         "(stopped?): do not reuse its buffers before that process ends", i, n->timeout);
+                return;
+            }
+            if (sleep_ns == SLEEP_MIN_NS) sched_yield();
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < SLEEP_MAX_NS) sleep_ns *= 2;
+        }
+    }
+}
+
 /* Publishes the wait for trace dumps: what is written before `what`. */
 static void wait_publish(pmc_node *n, int kind, const int *peers, int npeers, uint64_t target,
                          const pmc_flag *flags, size_t stride, double start)
