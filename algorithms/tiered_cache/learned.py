@@ -74,22 +74,25 @@ class LearnedOrder(_HeapPolicy):
         self.horizon = float(horizon)
         self.prefetch_age = int(prefetch_age)
         self._t0 = 0
-        self._offset: list[float] = []
+        self._offset_array: Optional[np.ndarray] = None
+        # The same offsets as Python floats, made only when priority() runs in Python (the C
+        # shadow takes the array).
+        self._offset: Optional[list[float]] = None
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
         self._t0 = 0
-        self._offset = []
         self._offset_array = None
+        self._offset = None
 
     def set_predictions(self, p: np.ndarray, t0: int) -> None:
         """The predictions of the lookups at times t0, t0+1, ..."""
         off = self.horizon * self.capacity * np.log(np.maximum(np.asarray(p, dtype=np.float64), 1e-6))
-        self._offset, self._offset_array, self._t0 = off.tolist(), off, t0
+        self._offset_array, self._offset, self._t0 = off, None, t0
 
     def offsets(self, t0: int, n: int) -> np.ndarray:
         """The rank offsets of the lookups at times t0 .. t0+n-1 (0 where no prediction was set), as priority()."""
-        have = getattr(self, "_offset_array", None)
+        have = self._offset_array
         if have is not None and t0 == self._t0 and n == have.size:
             return have
         out = np.zeros(n, dtype=np.float64)
@@ -103,8 +106,11 @@ class LearnedOrder(_HeapPolicy):
         return {"kind": "priority"} if type(self) is LearnedOrder else None
 
     def priority(self, t: int) -> tuple:
+        off = self._offset
+        if off is None:
+            off = self._offset = [] if self._offset_array is None else self._offset_array.tolist()
         i = t - self._t0
-        return (t + self._offset[i] if 0 <= i < len(self._offset) else float(t), t)
+        return (t + off[i] if 0 <= i < len(off) else float(t), t)
 
     def hit(self, row: int, t: int) -> None:
         self._set(row, self.priority(t))

@@ -12,14 +12,16 @@ from typing import Optional
 
 import numpy as np
 
-from .native import mlp_predict
+from .native import mlp_predict, pack_mlp
 
 
 class TinyMLP:
     """Binary classifier ``predict(X) -> P(y = 1)``; `hidden` sizes of the two hidden layers.
 
     `native`: predict in C (:func:`~.native.mlp_predict`, the default) or
-    with numpy (False); training is numpy's either way.
+    with numpy (False); training is numpy's either way. The C path packs
+    the layers once per :meth:`fit`: layers changed in place by other means
+    need :meth:`layers_changed`.
     """
 
     def __init__(self, n_inputs: int, hidden: tuple[int, int] = (16, 8), seed: int = 0, native: bool = True) -> None:
@@ -35,6 +37,11 @@ class TinyMLP:
         self.n_inputs = n_inputs
         self.native = bool(native)
         self.trained = False
+        self._packed: Optional[np.ndarray] = None
+
+    def layers_changed(self) -> None:
+        """Drop the packed copy of the layers the C path predicts with (it is packed again when needed)."""
+        self._packed = None
 
     def _forward(self, x: np.ndarray) -> list[np.ndarray]:
         acts = [(x - self.mean) * self.scale]
@@ -49,7 +56,9 @@ class TinyMLP:
         if x.ndim != 2 or x.shape[1] != self.n_inputs:
             raise ValueError(f"inputs must have shape (n, {self.n_inputs}), got {x.shape}")
         if self.native:
-            return mlp_predict(x, self.weights, self.biases, self.mean, self.scale)
+            if self._packed is None:
+                self._packed = pack_mlp(self.weights, self.biases)
+            return mlp_predict(x, self.weights, self.biases, self.mean, self.scale, params=self._packed)
         z = self._forward(x)[-1][:, 0]
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
 
@@ -65,6 +74,7 @@ class TinyMLP:
         w_ex = np.ones_like(y) if weight is None else np.asarray(weight, dtype=np.float32)
         self.mean = x.mean(axis=0)
         self.scale = (1.0 / np.maximum(x.std(axis=0), 1e-6)).astype(np.float32)
+        self.layers_changed()  # the steps below change the layers in place
         params = self.weights + self.biases
         m = [np.zeros_like(p) for p in params]
         v = [np.zeros_like(p) for p in params]

@@ -31,7 +31,8 @@ void pmc_rowmap_free(pmc_rowmap *m);
 int pmc_rowmap_put(pmc_rowmap *m, int64_t key, int64_t val, int64_t **slot);
 /* 1 when key was there (and is gone), else 0. */
 int pmc_rowmap_del(pmc_rowmap *m, int64_t key);
-/* Every value halved (an arithmetic shift), the keys whose value was at most 1 removed. */
+/* Every value halved (an arithmetic shift), the keys whose value was at most 1 removed; hashed
+ * maps only (PMC_CACHESIM_EINVAL for a dense one). */
 int pmc_rowmap_halve(pmc_rowmap *m);
 
 size_t pmc_rowmap_slot(int64_t key, size_t mask);

@@ -146,16 +146,10 @@ int pmc_rowmap_del(pmc_rowmap *m, int64_t key)
 
 int pmc_rowmap_halve(pmc_rowmap *m)
 {
-    if (m->dense) {
-        for (size_t i = 0; i < m->cap; i++) {
-            int64_t v = m->vals[i];
-            if (v == PMC_ROWMAP_ABSENT)
-                continue;
-            m->vals[i] = v > 1 ? v >> 1 : PMC_ROWMAP_ABSENT;
-            m->len -= v <= 1;
-        }
-        return PMC_CACHESIM_OK;
-    }
+    /* Halving a dense map would walk every row of the id space, where the hashed one walks only
+     * the keys present: counts that age stay hashed. */
+    if (m->dense)
+        return PMC_CACHESIM_EINVAL;
     /* Rebuilt: deleting while walking a probed table would move entries under the walk. */
     pmc_rowmap halved;
     int rc = pmc_rowmap_init(&halved, m->len / 2 + 1, 0);
