@@ -110,13 +110,13 @@ static void check_rowlist(void) {
     pmc_rowlist_remove(&l, pmc_rowlist_find(&l, 1));
     pmc_rowlist_remove(&l, pmc_rowlist_find(&l, 39)); /* the tail before the move: now second to last */
     CHECK(l.len == 38, "len %zu", l.len);
-    CHECK(l.row[l.head] == 2 && l.row[l.tail] == 0, "head %lld tail %lld", (long long)l.row[l.head],
-          (long long)l.row[l.tail]);
+    CHECK(l.nodes[l.head].row == 2 && l.nodes[l.tail].row == 0, "head %lld tail %lld", (long long)l.nodes[l.head].row,
+          (long long)l.nodes[l.tail].row);
     int64_t expect = 2, n = 0;
-    for (int64_t node = l.head; node >= 0; node = l.next[node], n++) {
+    for (int64_t node = l.head; node >= 0; node = l.nodes[node].next, n++) {
         int64_t want = n == 37 ? 0 : expect++;
-        CHECK(l.row[node] == want && l.val[node] == want * 10, "position %lld holds %lld", (long long)n,
-              (long long)l.row[node]);
+        CHECK(l.nodes[node].row == want && l.nodes[node].val == want * 10, "position %lld holds %lld", (long long)n,
+              (long long)l.nodes[node].row);
     }
     CHECK(pmc_rowlist_find(&l, 1) < 0 && pmc_rowlist_find(&l, 39) < 0, "removed rows are gone");
     pmc_rowlist_free(&l);

@@ -50,12 +50,28 @@ static inline int64_t *pmc_rowmap_find(const pmc_rowmap *m, int64_t key)
     }
 }
 
+/* Asks the memory for key's entry ahead of its lookup. */
+static inline void pmc_rowmap_prefetch(const pmc_rowmap *m, int64_t key)
+{
+    if (m->dense) {
+        __builtin_prefetch(&m->vals[key]);
+        return;
+    }
+    size_t i = pmc_rowmap_slot(key, m->cap - 1);
+    __builtin_prefetch(&m->keys[i]);
+    __builtin_prefetch(&m->vals[i]);
+}
+
 /* Rows in insertion order with a value each, as Python's OrderedDict:
  * append at the end, move to the end, remove any, first is the oldest.
  * Nodes live in a pool and keep their index while they are in the list. */
 typedef struct {
+    int64_t row, val, prev, next; /* together: moving a node touches one cache line of it */
+} pmc_list_node;
+
+typedef struct {
     pmc_rowmap index; /* row -> node */
-    int64_t *row, *val, *prev, *next;
+    pmc_list_node *nodes;
     int64_t head, tail, free_head;
     size_t len, pool;
 } pmc_rowlist;
@@ -68,6 +84,18 @@ static inline int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row)
 {
     const int64_t *node = pmc_rowmap_find(&l->index, row);
     return node ? *node : -1;
+}
+/* Prefetch for a lookup of `row` ahead: stage 0 its index entry, stage 1
+ * (later, once that entry is in the cache) its node. */
+static inline void pmc_rowlist_prefetch(const pmc_rowlist *l, int64_t row, int stage)
+{
+    if (stage == 0) {
+        pmc_rowmap_prefetch(&l->index, row);
+        return;
+    }
+    const int64_t *node = pmc_rowmap_find(&l->index, row);
+    if (node)
+        __builtin_prefetch(&l->nodes[*node], 1);
 }
 /* Appends `row` (not in the list). */
 int pmc_rowlist_append(pmc_rowlist *l, int64_t row, int64_t val);
@@ -100,6 +128,17 @@ int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b);
 int64_t pmc_rowheap_top(const pmc_rowheap *h);
 /* 1 when `row` was held (and is gone), else 0. */
 int pmc_rowheap_remove(pmc_rowheap *h, int64_t row);
+/* As pmc_rowlist_prefetch: stage 1 asks for the node's heap position. */
+static inline void pmc_rowheap_prefetch(const pmc_rowheap *h, int64_t row, int stage)
+{
+    if (stage == 0) {
+        pmc_rowmap_prefetch(&h->index, row);
+        return;
+    }
+    const int64_t *node = pmc_rowmap_find(&h->index, row);
+    if (node)
+        __builtin_prefetch(&h->pos[*node], 1);
+}
 
 /* The LFU order: held rows by (lookups since the start, last lookup);
  * counts are kept for every row ever looked up. */
@@ -148,6 +187,11 @@ struct pmc_shadow_ops {
     int (*access)(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_t *hit, int64_t *evicted);
     int (*holds)(const pmc_shadow *s, int64_t row);
     uint64_t (*len)(const pmc_shadow *s);
+    /* Prefetches what a lookup of `row` reads: stage 0 the index entries,
+     * stage 1 (fewer lookups ahead, the entries then cached) the nodes they
+     * name. A batch asks some lookups ahead, so that the cache misses of
+     * many lookups overlap instead of coming one after another. */
+    void (*prefetch)(const pmc_shadow *s, int64_t row, int stage);
 };
 
 extern const pmc_shadow_ops pmc_shadow_lru_ops;

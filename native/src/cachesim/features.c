@@ -20,20 +20,28 @@ struct pmc_features {
     uint32_t n_scales;
     double sentinel;
     double inv_tau[PMC_FEATURES_MAX_SCALES];
-    int64_t *count, *last, *prev_gap;
-    int64_t *in_batch; /* lookups of each row in the batch being computed (0 between batches) */
-    double *decayed;   /* rows x n_scales: the decayed count just after the row's last lookup */
+    unsigned char *recs; /* one record a row, `stride` bytes apart (whole cache lines) */
+    size_t stride;
 };
+
+/* What is known of one row: a lookup reads and writes one cache line (up
+ * to 4 scales) instead of one line in each of five arrays. */
+typedef struct {
+    int64_t count, last, prev_gap;
+    int64_t in_batch;  /* its lookups in the batch being computed (0 between batches) */
+    double decayed[];  /* per scale: the decayed count just after its last lookup */
+} row_rec;
+
+static row_rec *rec_of(const pmc_features *f, int64_t r)
+{
+    return (row_rec *)(void *)(f->recs + (size_t)r * f->stride);
+}
 
 void pmc_features_free(pmc_features *f)
 {
     if (!f)
         return;
-    free(f->count);
-    free(f->last);
-    free(f->prev_gap);
-    free(f->in_batch);
-    free(f->decayed);
+    free(f->recs);
     free(f->decay_small);
     free(f);
 }
@@ -62,18 +70,21 @@ int pmc_features_new(int64_t rows, const double *scales, uint32_t n_scales, doub
     f->sentinel = sentinel;
     for (uint32_t k = 0; k < n_scales; k++)
         f->inv_tau[k] = 1.0 / scales[k];
-    f->count = calloc(r, sizeof *f->count);
-    f->last = malloc(r * sizeof *f->last);
-    f->prev_gap = malloc(r * sizeof *f->prev_gap);
-    f->in_batch = calloc(r, sizeof *f->in_batch);
-    f->decayed = calloc(r * (n_scales ? n_scales : 1), sizeof *f->decayed);
+    enum { LINE = 64 };
+    f->stride = (sizeof(row_rec) + n_scales * sizeof(double) + LINE - 1) / LINE * LINE;
+    f->recs = aligned_alloc(LINE, r * f->stride);
     f->decay_small = malloc((size_t)SMALL * (n_scales ? n_scales : 1) * sizeof *f->decay_small);
-    if (!f->count || !f->last || !f->prev_gap || !f->in_batch || !f->decayed || !f->decay_small) {
+    if (!f->recs || !f->decay_small) {
         pmc_features_free(f);
         return fail(PMC_CACHESIM_ENOMEM, msg, msg_len, "no memory for the state of %lld rows", (long long)rows);
     }
-    for (size_t i = 0; i < r; i++)
-        f->last[i] = f->prev_gap[i] = -1;
+    for (size_t i = 0; i < r; i++) {
+        row_rec *q = rec_of(f, (int64_t)i);
+        q->count = q->in_batch = 0;
+        q->last = q->prev_gap = -1;
+        for (uint32_t j = 0; j < n_scales; j++)
+            q->decayed[j] = 0.0;
+    }
     for (int k = 0; k < SMALL; k++) {
         f->log1p_small[k] = (float)log1p((double)k);
         for (uint32_t j = 0; j < n_scales; j++)
@@ -101,20 +112,27 @@ int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t 
         if (ids[k] < 0 || ids[k] >= f->rows)
             return fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be in [0, %lld)",
                         (unsigned long long)k, (long long)ids[k], (long long)f->rows);
-    for (uint64_t k = 0; k < n; k++)
-        f->in_batch[ids[k]]++;
+    enum { AHEAD = 16 }; /* lookups between a record's prefetch and its use */
+    for (uint64_t k = 0; k < n; k++) {
+        if (k + AHEAD < n)
+            __builtin_prefetch(rec_of(f, ids[k + AHEAD]), 1);
+        rec_of(f, ids[k])->in_batch++;
+    }
     const uint32_t width = PMC_FEATURES_BASE + f->n_scales;
     for (uint64_t k = 0; k < n; k++) {
+        if (k + AHEAD < n)
+            __builtin_prefetch(rec_of(f, ids[k + AHEAD]), 1);
         int64_t r = ids[k], t = t0 + (int64_t)k;
-        int64_t c = f->count[r], last = f->last[r], pg = f->prev_gap[r];
+        row_rec *q = rec_of(f, r);
+        int64_t c = q->count, last = q->last, pg = q->prev_gap;
         int64_t gap = last >= 0 ? t - last : -1;
         float *o = out + k * width;
         o[0] = (float)log(((double)c + 1.0) / ((double)t + 1.0));
         o[1] = gap >= 0 ? log1p_int(f, gap) : (float)f->sentinel;
         o[2] = pg >= 0 ? log1p_int(f, pg) : (float)f->sentinel;
         o[3] = c == 0 ? 1.0f : 0.0f;
-        o[4] = log1p_int(f, f->in_batch[r]);
-        double *d = f->decayed + (size_t)r * f->n_scales;
+        o[4] = log1p_int(f, q->in_batch);
+        double *d = q->decayed;
         for (uint32_t j = 0; j < f->n_scales; j++) {
             double v = 0.0;
             if (gap >= 0)
@@ -123,12 +141,12 @@ int pmc_features_batch(pmc_features *f, const int64_t *ids, uint64_t n, int64_t 
             o[PMC_FEATURES_BASE + j] = (float)log1p(v);
             d[j] = v + 1.0;
         }
-        f->count[r] = c + 1;
+        q->count = c + 1;
         if (gap >= 0)
-            f->prev_gap[r] = gap;
-        f->last[r] = t;
+            q->prev_gap = gap;
+        q->last = t;
     }
     for (uint64_t k = 0; k < n; k++)
-        f->in_batch[ids[k]] = 0;
+        rec_of(f, ids[k])->in_batch = 0;
     return PMC_CACHESIM_OK;
 }

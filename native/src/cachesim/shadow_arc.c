@@ -91,7 +91,7 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
                 ghost = t1_first ? &st->b2 : &st->b1;
             }
         }
-        *evicted = from->row[from->head];
+        *evicted = from->nodes[from->head].row;
         pmc_rowlist_remove(from, from->head);
         if (ghost) {
             int rc = pmc_rowlist_append(ghost, *evicted, 0);
@@ -126,4 +126,13 @@ static uint64_t len(const pmc_shadow *s)
     return st->t1.len + st->t2.len;
 }
 
-const pmc_shadow_ops pmc_shadow_arc_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    const arc_state *st = s->state;
+    pmc_rowlist_prefetch(&st->t1, row, stage);
+    pmc_rowlist_prefetch(&st->t2, row, stage);
+    pmc_rowlist_prefetch(&st->b1, row, stage);
+    pmc_rowlist_prefetch(&st->b2, row, stage);
+}
+
+const pmc_shadow_ops pmc_shadow_arc_ops = {init, destroy, access_row, holds, len, prefetch};

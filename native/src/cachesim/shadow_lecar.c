@@ -70,7 +70,7 @@ static void learn(const pmc_shadow *s, lecar_state *st, int64_t row, int64_t t)
         int64_t node = pmc_rowlist_find(&st->history[e], row);
         if (node < 0)
             continue;
-        int64_t evicted_at = st->history[e].val[node];
+        int64_t evicted_at = st->history[e].nodes[node].val;
         pmc_rowlist_remove(&st->history[e], node);
         double w_lru = st->w_lru, w_lfu = 1.0 - st->w_lru;
         int64_t age = t - evicted_at;
@@ -99,7 +99,7 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
     learn(s, st, row, t);
     if ((int64_t)st->recency.len >= s->config.capacity) {
         int expert = pmc_mt_random(&st->rng) < st->w_lru ? EXPERT_LRU : EXPERT_LFU;
-        int64_t v = expert == EXPERT_LRU ? st->recency.row[st->recency.head] : pmc_rowheap_top(&st->frequency.held);
+        int64_t v = expert == EXPERT_LRU ? st->recency.nodes[st->recency.head].row : pmc_rowheap_top(&st->frequency.held);
         pmc_rowlist_remove(&st->recency, pmc_rowlist_find(&st->recency, v));
         pmc_rowheap_remove(&st->frequency.held, v);
         pmc_rowlist *h = &st->history[expert];
@@ -125,4 +125,15 @@ static uint64_t len(const pmc_shadow *s)
     return ((const lecar_state *)s->state)->recency.len;
 }
 
-const pmc_shadow_ops pmc_shadow_lecar_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    const lecar_state *st = s->state;
+    pmc_rowlist_prefetch(&st->recency, row, stage);
+    pmc_rowheap_prefetch(&st->frequency.held, row, stage);
+    pmc_rowlist_prefetch(&st->history[0], row, stage);
+    pmc_rowlist_prefetch(&st->history[1], row, stage);
+    if (stage == 0)
+        pmc_rowmap_prefetch(&st->frequency.counts, row);
+}
+
+const pmc_shadow_ops pmc_shadow_lecar_ops = {init, destroy, access_row, holds, len, prefetch};

@@ -48,4 +48,12 @@ static uint64_t len(const pmc_shadow *s)
     return ((const pmc_lfu_order *)s->state)->held.len;
 }
 
-const pmc_shadow_ops pmc_shadow_lfu_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    const pmc_lfu_order *o = s->state;
+    pmc_rowheap_prefetch(&o->held, row, stage);
+    if (stage == 0)
+        pmc_rowmap_prefetch(&o->counts, row);
+}
+
+const pmc_shadow_ops pmc_shadow_lfu_ops = {init, destroy, access_row, holds, len, prefetch};

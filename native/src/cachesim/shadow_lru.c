@@ -36,7 +36,7 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
     }
     *hit = 0;
     if ((int64_t)l->len >= s->config.capacity) {
-        *evicted = l->row[l->head];
+        *evicted = l->nodes[l->head].row;
         pmc_rowlist_remove(l, l->head);
     }
     return pmc_rowlist_append(l, row, 0);
@@ -52,4 +52,9 @@ static uint64_t len(const pmc_shadow *s)
     return ((const pmc_rowlist *)s->state)->len;
 }
 
-const pmc_shadow_ops pmc_shadow_lru_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    pmc_rowlist_prefetch(s->state, row, stage);
+}
+
+const pmc_shadow_ops pmc_shadow_lru_ops = {init, destroy, access_row, holds, len, prefetch};

@@ -47,4 +47,9 @@ static uint64_t len(const pmc_shadow *s)
     return ((const pmc_rowheap *)s->state)->len;
 }
 
-const pmc_shadow_ops pmc_shadow_priority_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    pmc_rowheap_prefetch(s->state, row, stage);
+}
+
+const pmc_shadow_ops pmc_shadow_priority_ops = {init, destroy, access_row, holds, len, prefetch};

@@ -93,18 +93,18 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
         pmc_rowlist *from;
         int64_t victim;
         if (candidate >= 0 && loser >= 0) {
-            admit = freq_of(st, st->window.row[candidate]) > freq_of(st, st->main.row[loser]);
+            admit = freq_of(st, st->window.nodes[candidate].row) > freq_of(st, st->main.nodes[loser].row);
             from = admit ? &st->main : &st->window;
             victim = admit ? loser : candidate;
         } else {
             from = loser >= 0 ? &st->main : &st->window;
             victim = from->head;
         }
-        *evicted = from->row[victim];
+        *evicted = from->nodes[victim].row;
         pmc_rowlist_remove(from, victim);
         if (admit) {
             /* The candidate moves into the main region. */
-            int64_t moved = st->window.row[candidate];
+            int64_t moved = st->window.nodes[candidate].row;
             pmc_rowlist_remove(&st->window, candidate);
             int rc = pmc_rowlist_append(&st->main, moved, 0);
             if (rc != PMC_CACHESIM_OK)
@@ -117,7 +117,7 @@ static int access_row(pmc_shadow *s, int64_t row, int64_t t, double rank, uint8_
     /* Filling up: the window's overflow moves to the main region (no one is evicted yet). */
     while (rc == PMC_CACHESIM_OK && (int64_t)st->window.len > window_rows &&
            (int64_t)(st->window.len + st->main.len) <= cap) {
-        int64_t old = st->window.row[st->window.head];
+        int64_t old = st->window.nodes[st->window.head].row;
         pmc_rowlist_remove(&st->window, st->window.head);
         rc = pmc_rowlist_append(&st->main, old, 0);
     }
@@ -136,4 +136,13 @@ static uint64_t len(const pmc_shadow *s)
     return st->window.len + st->main.len;
 }
 
-const pmc_shadow_ops pmc_shadow_tinylfu_ops = {init, destroy, access_row, holds, len};
+static void prefetch(const pmc_shadow *s, int64_t row, int stage)
+{
+    const tinylfu_state *st = s->state;
+    pmc_rowlist_prefetch(&st->window, row, stage);
+    pmc_rowlist_prefetch(&st->main, row, stage);
+    if (stage == 0)
+        pmc_rowmap_prefetch(&st->freq, row);
+}
+
+const pmc_shadow_ops pmc_shadow_tinylfu_ops = {init, destroy, access_row, holds, len, prefetch};
