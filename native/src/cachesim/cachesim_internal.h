@@ -86,7 +86,8 @@ static inline int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row)
     return node ? *node : -1;
 }
 /* Prefetch for a lookup of `row` ahead: stage 0 its index entry, stage 1
- * (later, once that entry is in the cache) its node. */
+ * (later, once that entry is in the cache) its node, stage 2 (later still)
+ * the neighbours that moving the node relinks. */
 static inline void pmc_rowlist_prefetch(const pmc_rowlist *l, int64_t row, int stage)
 {
     if (stage == 0) {
@@ -94,8 +95,17 @@ static inline void pmc_rowlist_prefetch(const pmc_rowlist *l, int64_t row, int s
         return;
     }
     const int64_t *node = pmc_rowmap_find(&l->index, row);
-    if (node)
-        __builtin_prefetch(&l->nodes[*node], 1);
+    if (!node)
+        return;
+    const pmc_list_node *x = &l->nodes[*node];
+    if (stage == 1) {
+        __builtin_prefetch(x, 1);
+        return;
+    }
+    if (x->prev >= 0)
+        __builtin_prefetch(&l->nodes[x->prev], 1);
+    if (x->next >= 0)
+        __builtin_prefetch(&l->nodes[x->next], 1);
 }
 /* Appends `row` (not in the list). */
 int pmc_rowlist_append(pmc_rowlist *l, int64_t row, int64_t val);
@@ -128,7 +138,7 @@ int pmc_rowheap_set(pmc_rowheap *h, int64_t row, double a, int64_t b);
 int64_t pmc_rowheap_top(const pmc_rowheap *h);
 /* 1 when `row` was held (and is gone), else 0. */
 int pmc_rowheap_remove(pmc_rowheap *h, int64_t row);
-/* As pmc_rowlist_prefetch: stage 1 asks for the node's heap position. */
+/* As pmc_rowlist_prefetch: stage 1 asks for the node's heap position, stage 2 for its heap entry. */
 static inline void pmc_rowheap_prefetch(const pmc_rowheap *h, int64_t row, int stage)
 {
     if (stage == 0) {
@@ -136,8 +146,12 @@ static inline void pmc_rowheap_prefetch(const pmc_rowheap *h, int64_t row, int s
         return;
     }
     const int64_t *node = pmc_rowmap_find(&h->index, row);
-    if (node)
+    if (!node)
+        return;
+    if (stage == 1)
         __builtin_prefetch(&h->pos[*node], 1);
+    else
+        __builtin_prefetch(&h->heap[h->pos[*node]], 1);
 }
 
 /* The LFU order: held rows by (lookups since the start, last lookup);
@@ -189,7 +203,7 @@ struct pmc_shadow_ops {
     uint64_t (*len)(const pmc_shadow *s);
     /* Prefetches what a lookup of `row` reads: stage 0 the index entries,
      * stage 1 (fewer lookups ahead, the entries then cached) the nodes they
-     * name. A batch asks some lookups ahead, so that the cache misses of
+     * name, stage 2 (fewer still) what the nodes link to. A batch asks some lookups ahead, so that the cache misses of
      * many lookups overlap instead of coming one after another. */
     void (*prefetch)(const pmc_shadow *s, int64_t row, int stage);
 };

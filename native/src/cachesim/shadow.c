@@ -95,19 +95,16 @@ int pmc_shadow_run(pmc_shadow *s, const int64_t *ids, uint64_t n, int64_t t0, co
                                    (unsigned long long)k, (long long)ids[k], (long long)rows)
                             : fail(PMC_CACHESIM_EINVAL, msg, msg_len, "ids[%llu] = %lld: rows must be >= 0",
                                    (unsigned long long)k, (long long)ids[k]);
-    /* Lookups between a row's index prefetch (stage 0) and its lookup, and between its node prefetch
-     * (stage 1) and its lookup. A prefetch never changes what a lookup finds: rows a lookup between
-     * the two moves are only fetched for nothing. */
-    enum { AHEAD = 16, AHEAD_NODES = 8 };
-    for (uint64_t k = 0; k < n && k < AHEAD; k++)
-        s->ops->prefetch(s, ids[k], 0);
-    for (uint64_t k = 0; k < n && k < AHEAD_NODES; k++)
-        s->ops->prefetch(s, ids[k], 1);
+    /* Each stage of a row's prefetch some lookups before its own (see pmc_shadow_ops). A prefetch
+     * never changes what a lookup finds: what the lookups in between move is only fetched for nothing. */
+    static const uint64_t ahead[3] = {16, 8, 4}; /* lookups ahead, per stage */
+    for (int stage = 0; stage < 3; stage++)
+        for (uint64_t k = 0; k < n && k < ahead[stage]; k++)
+            s->ops->prefetch(s, ids[k], stage);
     for (uint64_t k = 0; k < n; k++) {
-        if (k + AHEAD < n)
-            s->ops->prefetch(s, ids[k + AHEAD], 0);
-        if (k + AHEAD_NODES < n)
-            s->ops->prefetch(s, ids[k + AHEAD_NODES], 1);
+        for (int stage = 0; stage < 3; stage++)
+            if (k + ahead[stage] < n)
+                s->ops->prefetch(s, ids[k + ahead[stage]], stage);
         int64_t t = t0 + (int64_t)k;
         /* The reference adds the time (an integer) to the offset in double precision. */
         double rank = priority ? (double)t + offsets[k] : 0.0;
