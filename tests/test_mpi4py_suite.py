@@ -16,13 +16,17 @@ run outside CI.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
+import urllib.parse
+import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 
@@ -38,6 +42,32 @@ def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fetch_suite(tmp_path_factory)
 
 
+def download_from_index(name: str, version: str, where: Path, timeout: float = 120.0) -> tuple[Optional[Path], str]:
+    """The sdist `name`-`version`.tar.gz from the package index's simple page (PIP_INDEX_URL, else PyPI),
+    checked against the sha256 the page gives; (path, "") or (None, why not)."""
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    page_url = f"{index}/{name}/"
+    try:
+        with urllib.request.urlopen(page_url, timeout=30) as r:
+            page = r.read().decode("utf-8", "replace")
+        filename = f"{name}-{version}.tar.gz"
+        links = [h for h in re.findall(r'href="([^"]+)"', page) if urllib.parse.urlsplit(h).path.endswith("/" + filename)
+                 or urllib.parse.urlsplit(h).path == filename]
+        if not links:
+            return None, f"{page_url} lists no {filename}"
+        url = urllib.parse.urljoin(page_url, links[0].replace("&amp;", "&"))
+        want = urllib.parse.urlsplit(url).fragment.partition("sha256=")[2]
+        with urllib.request.urlopen(url.split("#")[0], timeout=timeout) as r:
+            data = r.read()
+        if want and hashlib.sha256(data).hexdigest() != want:
+            return None, f"{url}: sha256 differs from the index's"
+        out = where / filename
+        out.write_bytes(data)
+        return out, ""
+    except (OSError, ValueError) as exc:  # URLError and timeouts are OSErrors
+        return None, f"{page_url}: {exc}"
+
+
 def fetch_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PYMCOLL_MPI4PY_SUITE, else the test/ folder of the installed mpi4py's sdist, downloaded."""
     given = os.environ.get("PYMCOLL_MPI4PY_SUITE")
@@ -47,23 +77,26 @@ def fetch_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     version = mpi4py.__version__
     where = tmp_path_factory.mktemp("mpi4py-sdist")
+    # Straight from the index first: pip prepares an sdist's metadata after downloading it, which needs
+    # the build backend (this environment's setuptools, or an isolated environment that downloads its
+    # requirements: minutes against a slow registry). pip is the fallback (a mirror, a proxy pip knows).
+    archive, why = download_from_index("mpi4py", version, where)
+    archives = [archive] if archive is not None else []
+    notes = [why] if why else []
     base = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", str(where)]
-    # pip prepares an sdist's metadata after downloading it; in this environment's setuptools that takes
-    # seconds, in an isolated build environment it first downloads the build backend's requirements
-    # (minutes when the registry is slow). The isolated way is the fallback.
     for extra, limit in ((["--no-build-isolation"], 120), ([], 300)):
+        if archives:
+            break
         cmd = base + extra + [f"mpi4py=={version}"]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
-        except subprocess.TimeoutExpired as exc:
-            proc = subprocess.CompletedProcess(cmd, -1, str(exc.stdout or ""), f"timed out after {limit} s")
+            notes.append(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr[-1000:]}")
+        except subprocess.TimeoutExpired:
+            notes.append(f"{' '.join(cmd)}: timed out after {limit} s")
         archives = sorted(where.glob("mpi4py-*.tar.gz"))
-        if archives:
-            break
     if not archives:
-        pytest.fail(f"could not download the mpi4py {version} sdist from PyPI ({' '.join(cmd)}):\n"
-                    f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}\nSet PYMCOLL_MPI4PY_SUITE to its test/ folder "
-                    f"to run offline.")
+        pytest.fail(f"could not download the mpi4py {version} sdist:\n" + "\n".join(notes)
+                    + "\nSet PYMCOLL_MPI4PY_SUITE to its test/ folder to run offline.")
     with tarfile.open(archives[0]) as tar:
         members = [m for m in tar.getmembers() if m.name.split("/")[1:2] == ["test"]]
         tar.extractall(where, members=members, filter="data")
