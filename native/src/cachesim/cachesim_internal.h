@@ -85,16 +85,23 @@ static inline int64_t pmc_rowlist_find(const pmc_rowlist *l, int64_t row)
     const int64_t *node = pmc_rowmap_find(&l->index, row);
     return node ? *node : -1;
 }
-/* Prefetch for a lookup of `row` ahead: stage 0 its index entry, stage 1
- * (later, once that entry is in the cache) its node, stage 2 (later still)
- * the neighbours that moving the node relinks. */
-static inline void pmc_rowlist_prefetch(const pmc_rowlist *l, int64_t row, int stage)
+/* The first stage of a prefetch ahead of a lookup of `row`: stage 0 asks
+ * for its index entry (NULL back); a later stage, once that entry is in
+ * the cache, gets the node it names (NULL: none). */
+static inline const int64_t *pmc_prefetch_index(const pmc_rowmap *index, int64_t row, int stage)
 {
     if (stage == 0) {
-        pmc_rowmap_prefetch(&l->index, row);
-        return;
+        pmc_rowmap_prefetch(index, row);
+        return NULL;
     }
-    const int64_t *node = pmc_rowmap_find(&l->index, row);
+    return pmc_rowmap_find(index, row);
+}
+
+/* Prefetch for a lookup of `row` ahead: stage 0 its index entry, stage 1
+ * its node, stage 2 (later still) the neighbours that moving the node relinks. */
+static inline void pmc_rowlist_prefetch(const pmc_rowlist *l, int64_t row, int stage)
+{
+    const int64_t *node = pmc_prefetch_index(&l->index, row, stage);
     if (!node)
         return;
     const pmc_list_node *x = &l->nodes[*node];
@@ -141,11 +148,7 @@ int pmc_rowheap_remove(pmc_rowheap *h, int64_t row);
 /* As pmc_rowlist_prefetch: stage 1 asks for the node's heap position, stage 2 for its heap entry. */
 static inline void pmc_rowheap_prefetch(const pmc_rowheap *h, int64_t row, int stage)
 {
-    if (stage == 0) {
-        pmc_rowmap_prefetch(&h->index, row);
-        return;
-    }
-    const int64_t *node = pmc_rowmap_find(&h->index, row);
+    const int64_t *node = pmc_prefetch_index(&h->index, row, stage);
     if (!node)
         return;
     if (stage == 1)
