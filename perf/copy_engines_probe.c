@@ -2,10 +2,11 @@
  * machine: glibc's memcpy, the kernel's copy (process_vm_readv, what single
  * copy between ranks uses; here from the process itself) and a copy with
  * non-temporal (streaming) AVX2 stores, which skip reading the destination
- * into the cache before writing it. Run two at once to see them share the
- * memory as two ranks do:
+ * into the cache before writing it, and the core's own pmc_bulk_copy (SSE2
+ * streaming stores at its default threshold, PMC_DEFAULT_STREAM_MIN). Run two at once to see them
+ * share the memory as two ranks do:
  *
- *   cc -O2 -o /tmp/copy_engines_probe perf/copy_engines_probe.c
+ *   cc -O2 -Inative/src/node -Inative/include -o /tmp/copy_engines_probe perf/copy_engines_probe.c native/src/node/bulk_copy.c
  *   /tmp/copy_engines_probe 16 & /tmp/copy_engines_probe 16; wait
  *
  * Arguments: MiB per copy (default 16), repetitions (default 10, the best
@@ -19,6 +20,9 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bulk_copy.h"
+#include "pymcoll.h"
 
 static double seconds(void)
 {
@@ -68,8 +72,9 @@ int main(int argc, char **argv)
     }
     memset(src, 1, n);
     memset(dst, 2, n);
-    static const char *const names[] = {"memcpy", "kernel (process_vm_readv)", "streaming stores (AVX2)"};
-    for (int way = 0; way < 3; ++way) {
+    static const char *const names[] = {"memcpy", "kernel (process_vm_readv)", "streaming stores (AVX2)",
+                                        "pmc_bulk_copy (the core's)"};
+    for (int way = 0; way < 4; ++way) {
         double best = 1e30;
         for (int r = 0; r < reps; ++r) {
             const double t0 = seconds();
@@ -78,6 +83,7 @@ int main(int argc, char **argv)
                 perror("process_vm_readv");
                 return 1;
             } else if (way == 2) copy_streaming(dst, src, n);
+            else if (way == 3) pmc_bulk_copy(dst, src, n, PMC_DEFAULT_STREAM_MIN);
             const double t = seconds() - t0;
             if (t < best) best = t;
         }
@@ -86,7 +92,7 @@ int main(int argc, char **argv)
             return 1;
         }
         memset(dst, 2, n);
-        printf("pid %d  %4zu MiB  %-26s %6.2f GB/s copied (best of %d)\n", (int)getpid(), n >> 20, names[way],
+        printf("pid %d  %4zu MiB  %-27s %6.2f GB/s copied (best of %d)\n", (int)getpid(), n >> 20, names[way],
                (double)n / best / 1e9, reps);
     }
     free(src);

@@ -30,7 +30,7 @@ def test_empty_environment_value_means_unset(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("name,bad", [("PYMCOLL_TIMEOUT", "soon"), ("PYMCOLL_TIMEOUT", "-1"),
                                       ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe"),
-                                      ("PYMCOLL_WAIT", "spin")])
+                                      ("PYMCOLL_WAIT", "spin"), ("PYMCOLL_STREAM_MIN", "always")])
 def test_bad_environment_values_raise_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, bad: str) -> None:
     monkeypatch.setenv(name, bad)
     with pytest.raises(ValueError, match=name):
@@ -42,6 +42,14 @@ def test_wait_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYMCOLL_WAIT", " Sleep ")
     assert config.value("PYMCOLL_WAIT") == "sleep"
     assert config.value("PYMCOLL_WAIT", "auto") == "auto"  # the keyword wins
+
+
+def test_stream_min_takes_a_size_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config.value("PYMCOLL_STREAM_MIN") == 1 << 20
+    monkeypatch.setenv("PYMCOLL_STREAM_MIN", "4M")
+    assert config.value("PYMCOLL_STREAM_MIN") == 4 << 20
+    monkeypatch.setenv("PYMCOLL_STREAM_MIN", " OFF ")
+    assert config.value("PYMCOLL_STREAM_MIN") == "off"
 
 
 def test_mpi_family_detection() -> None:

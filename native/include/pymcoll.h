@@ -65,6 +65,9 @@ typedef struct pmc_config {
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
     int wait_sleep;          /* 1: waits sleep at once instead of spinning and yielding first (PYMCOLL_WAIT=sleep) */
+    uint64_t stream_min;     /* smallest copy of a rank's own block, or through the shared heap, written
+                                with streaming stores (x86-64); 0 = default; UINT64_MAX = never
+                                (PYMCOLL_STREAM_MIN) */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap); 0 = each
@@ -109,6 +112,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_INLINE_MAX 48u
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
+#define PMC_DEFAULT_STREAM_MIN (1u << 20) /* measured: perf/studies/large_and_back_to_back.md */
 #define PMC_DEFAULT_CMA_MIN 0u /* per collective: pmc_single_copy_min_default */
 #define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
 #define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/studies/lanes.md, switch points */

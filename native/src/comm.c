@@ -340,6 +340,7 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->local_size = local_size;
     n->timeout = cfg->timeout;
     n->wait_sleep = cfg->wait_sleep != 0;
+    n->stream_min = cfg->stream_min;
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);
@@ -386,6 +387,7 @@ void pmc_config_defaults(pmc_config *cfg)
     cfg->inline_max = PMC_DEFAULT_INLINE_MAX;
     cfg->heap_bytes = PMC_DEFAULT_HEAP_BYTES;
     cfg->flat_max = PMC_DEFAULT_FLAT_MAX;
+    cfg->stream_min = PMC_DEFAULT_STREAM_MIN;
     cfg->cma_min = PMC_DEFAULT_CMA_MIN;
     cfg->lanes_small_max = PMC_DEFAULT_LANES_SMALL_MAX;
     cfg->lanes_direct_min = PMC_DEFAULT_LANES_DIRECT_MIN;
@@ -408,6 +410,7 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
     if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
+    if (cfg.stream_min == 0) cfg.stream_min = dflt.stream_min;
     if (cfg.lanes_small_max == 0) cfg.lanes_small_max = dflt.lanes_small_max;
     if (cfg.lanes_direct_min == 0) cfg.lanes_direct_min = dflt.lanes_direct_min;
     if (cfg.lanes_bcast_tree_max == 0) cfg.lanes_bcast_tree_max = dflt.lanes_bcast_tree_max;

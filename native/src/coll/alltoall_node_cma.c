@@ -5,6 +5,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 int pmc_alltoall_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block)
 {
@@ -17,7 +18,7 @@ int pmc_alltoall_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv
     f[1].aux = f->aux;
     PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, (uint64_t)L * block));
     if (in + (uint64_t)me * block != out + (uint64_t)me * block)
-        memcpy(out + (uint64_t)me * block, in + (uint64_t)me * block, block);
+        pmc_bulk_copy(out + (uint64_t)me * block, in + (uint64_t)me * block, block, n->stream_min);
     for (f->j = 0; f->j < L - 1; ++f->j) {
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &n->others[f->j], 1, f->aux));
         {

@@ -9,6 +9,7 @@
 #include "../node/cma.h"
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes)
 {
@@ -56,7 +57,7 @@ int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint
     if (upto == 1) {
         /* A copy of one input (Exscan's second rank, Scan's first): one fetch. */
         if (me != 0) return pmc_cma_fetch_from(op, 0, s, lo * esize, out, (hi - lo) * esize);
-        if (in + lo * esize != (const unsigned char *)out) memcpy(out, in + lo * esize, (hi - lo) * esize);
+        if (in + lo * esize != (const unsigned char *)out) pmc_bulk_copy(out, in + lo * esize, (hi - lo) * esize, op->c->node_ctx.stream_min);
         return PMC_OK;
     }
     for (uint64_t a = lo; a < hi; a += per) {

@@ -6,6 +6,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 #define MAX_CELL ((uint64_t)1 << 20)
 
@@ -33,7 +34,7 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
 
     PMC_CO_BEGIN(f);
     if (i_read && mine > 0 && send != out + pmc_displ_of(displs, block, me))
-        memcpy(out + pmc_displ_of(displs, block, me), send, mine);
+        pmc_bulk_copy(out + pmc_displ_of(displs, block, me), send, mine, n->stream_min);
     if (L == 1) {
         f->pc = 0;
         return PMC_OK;

@@ -9,6 +9,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 static int gather_push(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                        const uint64_t *counts, const uint64_t *displs, int root)
@@ -24,7 +25,7 @@ static int gather_push(pmc_op *op, pmc_frame *f, const void *send, void *recv, u
         PMC_AWAIT(f, pmc_cma_expose(op, f + 1, recv,
                                     counts == NULL ? block * (uint64_t)L : pmc_v_extent(counts, displs, L)));
         if (pmc_count_of(counts, block, me) > 0 && send != out + pmc_displ_of(displs, block, me))
-            memcpy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me));
+            pmc_bulk_copy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me), n->stream_min);
         /* A sender acknowledges once its block is in place. */
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
         pmc_node_post(n, PMC_FLAG_ACK, f->aux);
@@ -58,7 +59,7 @@ int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
     f[1].aux = f->aux;
     PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, pmc_count_of(counts, block, me)));
     if (pmc_count_of(counts, block, me) > 0 && send != out + pmc_displ_of(displs, block, me))
-        memcpy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me));
+        pmc_bulk_copy(out + pmc_displ_of(displs, block, me), send, pmc_count_of(counts, block, me), n->stream_min);
     for (f->j = 0; f->j < L - 1; ++f->j) {
         if (pmc_count_of(counts, block, n->others[f->j]) == 0) continue;
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &n->others[f->j], 1, f->aux));

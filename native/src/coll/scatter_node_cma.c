@@ -6,6 +6,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block, int root)
 {
@@ -18,7 +19,7 @@ int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     if (me == root) {
         f[1].aux = f->aux;
         PMC_AWAIT(f, pmc_cma_expose(op, f + 1, send, (uint64_t)L * block));
-        if (recv != NULL && recv != in + (uint64_t)me * block) memcpy(recv, in + (uint64_t)me * block, block);
+        if (recv != NULL && recv != in + (uint64_t)me * block) pmc_bulk_copy(recv, in + (uint64_t)me * block, block, n->stream_min);
         pmc_node_post(n, PMC_FLAG_ACK, f->aux);
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
     } else {

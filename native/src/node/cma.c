@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "bulk_copy.h"
 
 void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *d)
 {
@@ -42,8 +43,8 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
     if (rc != PMC_OK) return rc;
     if (d->kind == PMC_DESC_HEAP) {
         unsigned char *theirs = n->seg.heap + d->where + off;
-        if (write) memcpy(theirs, mine, len);
-        else memcpy(mine, theirs, len);
+        if (write) pmc_bulk_copy(theirs, mine, len, n->stream_min);
+        else pmc_bulk_copy(mine, theirs, len, n->stream_min);
         pmc_node_copy_end(n);
         return PMC_OK;
     }
