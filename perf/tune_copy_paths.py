@@ -8,6 +8,12 @@ PYMCOLL_INLINE_MAX and PYMCOLL_CMA_MIN should be on this machine.
 
     mpiexec -n 2 python perf/tune_copy_paths.py [--paths cico,cma] [--min-bytes 4K] [--max-bytes 1M]
         [--colls Bcast,Allgather,Gather,Gatherv,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce_scatter_block]
+
+Any other setting compares the same way, and --with-mpi adds the MPI's own
+collective as a last column, e.g. streaming stores off and on:
+
+    mpiexec -n 2 python perf/tune_copy_paths.py --setting PYMCOLL_STREAM_MIN --paths off,1M \
+        --min-bytes 1M --max-bytes 32M --with-mpi
 """
 
 from __future__ import annotations
@@ -29,12 +35,12 @@ from pymcoll.config import parse_bytes
 VECTOR_OUT = ("Scan", "Exscan", "Allreduce", "Reduce_scatter_block")
 
 
-def make(comm: MPI.Comm, path: str) -> pymcoll.Comm:
-    os.environ["PYMCOLL_COPY"] = path
+def make(comm: MPI.Comm, setting: str, value: str) -> pymcoll.Comm:
+    os.environ[setting] = value
     try:
         return pymcoll.Comm(comm)
     finally:
-        del os.environ["PYMCOLL_COPY"]
+        del os.environ[setting]
 
 
 def call(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray) -> None:
@@ -51,19 +57,21 @@ def call(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray) -> None
         getattr(c, coll)(send, recv)
 
 
-def block_time(c: pymcoll.Comm, coll: str, send: np.ndarray, recv: np.ndarray, iters: int) -> float:
+def block_time(c: pymcoll.Comm | MPI.Comm, coll: str, send: np.ndarray, recv: np.ndarray, iters: int) -> float:
     c.Barrier()
     t0 = time.perf_counter()
     for i in range(iters):
         send[0] = i & 0xFF
         call(c, coll, send, recv)
     dt = (time.perf_counter() - t0) / iters
-    return c.mpi.allreduce(dt, op=MPI.MAX)
+    return MPI.COMM_WORLD.allreduce(dt, op=MPI.MAX)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--paths", default="cico,cma")
+    ap.add_argument("--paths", default="cico,cma", help="values of --setting, one communicator each")
+    ap.add_argument("--setting", default="PYMCOLL_COPY", help="the environment setting compared")
+    ap.add_argument("--with-mpi", action="store_true", help="add the MPI's own collective as a column")
     ap.add_argument("--colls", default="Bcast,Allgather,Gather,Scatter,Alltoall")
     ap.add_argument("--min-bytes", default="4K")
     ap.add_argument("--max-bytes", default="1M")
@@ -73,7 +81,11 @@ def main() -> None:
     world = MPI.COMM_WORLD
     size = world.Get_size()
     paths = args.paths.split(",")
-    comms = {p: make(world, p) for p in paths}
+    ours = list(paths)
+    comms: dict[str, pymcoll.Comm | MPI.Comm] = {p: make(world, args.setting, p) for p in paths}
+    if args.with_mpi:
+        comms["mpi"] = world.Dup()
+        paths.append("mpi")
     lo, hi = parse_bytes(args.min_bytes, "--min-bytes"), parse_bytes(args.max_bytes, "--max-bytes")
     rows: list[dict[str, Any]] = []
     for coll in args.colls.split(","):
@@ -94,13 +106,16 @@ def main() -> None:
                 med[p] = float(np.median(samples[p])) * 1e6
             rows.append({"collective": coll, "bytes": n, **{f"{p}_us": med[p] for p in paths}})
             if world.Get_rank() == 0:
-                ratio = med[paths[1]] / med[paths[0]] if len(paths) > 1 else 1.0
+                # The last setting against the first, then every setting against the MPI.
+                ratios = [(ours[-1], ours[0])] if len(ours) > 1 else []
+                ratios += [(p, "mpi") for p in ours] if args.with_mpi else []
                 print(f"{coll:10s} {n:>9d} B  " + "  ".join(f"{p} {med[p]:9.2f} us" for p in paths)
-                      + f"  {paths[-1]}/{paths[0]} {ratio:5.2f}", flush=True)
+                      + "".join(f"  {a}/{b} {med[a] / med[b]:5.2f}" for a, b in ratios), flush=True)
             n *= 2
     if world.Get_rank() == 0 and args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"ranks": size, "paths": paths, "mpi": MPI.Get_library_version().splitlines()[0],
+            json.dump({"ranks": size, "setting": args.setting, "paths": paths,
+                       "mpi": MPI.Get_library_version().splitlines()[0],
                        "rows": rows}, fh, indent=1)
     for c in comms.values():
         c.Free()

@@ -137,7 +137,7 @@ if [ "$use_valgrind" -eq 1 ]; then
     # on an error or a leak, which the test's parent reports.
     vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible)
     run "valgrind test_segment" "${vg[@]}" "$vdir/native/tests/test_segment"
-    run "valgrind test_bulk_copy" "${vg[@]}" "$vdir/native/tests/test_bulk_copy"
+    PMC_TEST_QUICK=1 run "valgrind test_bulk_copy" "${vg[@]}" "$vdir/native/tests/test_bulk_copy"
     run "valgrind test_node_algos" "${vg[@]}" "$vdir/native/tests/test_node_algos" --quick
     run "valgrind test_trace" "${vg[@]}" "$vdir/native/tests/test_trace"
     PMC_TEST_QUICK=1 run "valgrind test_ftar_ring" "${vg[@]}" "$vdir/native/tests/test_ftar_ring"
