@@ -61,6 +61,11 @@ def alloc(shape: Any, dtype: Any, comm: Any) -> np.ndarray:
             f"({arena[0]} bytes, {used[0]} in use, largest free block {largest[0]}); raise "
             f"PYMCOLL_HEAP_SIZE (now {config.value('PYMCOLL_HEAP_SIZE')} bytes per node) or drop arrays "
             f"allocated earlier")
+    if rc == lib.PMC_ERR_SHM:
+        raise MemoryError(
+            f"pymcoll.alloc: {config.value('PYMCOLL_SHM_DIR')} has no room left for the pages of {nbytes} bytes "
+            f"(the heap takes them from there as arrays are allocated); free space there, enlarge it (a "
+            f"container's --shm-size), or use ordinary numpy arrays")
     if rc != lib.PMC_OK:
         raise MemoryError(f"pymcoll.alloc: the heap refused {nbytes} bytes (status {rc})")
     # The block is freed when the last reference to this pointer goes: the

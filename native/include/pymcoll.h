@@ -253,7 +253,9 @@ int pmc_allgather(pmc_comm *c, const void *sendbuf, void *recvbuf, uint64_t bloc
 typedef struct pmc_heap pmc_heap;
 /* The heap of c's node (NULL without a segment or with a heap of 0 bytes). */
 pmc_heap *pmc_comm_heap(pmc_comm *c);
-/* 64-byte aligned block of `bytes`; PMC_ERR_NOMEM when this rank's share is exhausted. */
+/* 64-byte aligned block of `bytes`, its pages reserved in the segment's
+ * directory; PMC_ERR_NOMEM when this rank's share is exhausted, PMC_ERR_SHM
+ * when the directory (a tmpfs) has no room left for the pages. */
 int pmc_heap_alloc(pmc_heap *h, uint64_t bytes, void **out);
 /* Returns a block; the heap outlives its communicator until its last block is freed. */
 int pmc_heap_free(pmc_heap *h, void *p);

@@ -137,8 +137,8 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
         snprintf(err, sizeof(err), "PYMCOLL_SHM=off: the node segment is disabled");
     } else if (local_size > 1) {
         if (local_rank == 0) {
-            int rc = pmc_segment_create(seg, cfg->shm_dir, local_size,
-                                        cfg->shm_bytes + heap, path, sizeof(path), err, sizeof(err));
+            int rc = pmc_segment_create(seg, cfg->shm_dir, local_size, cfg->shm_bytes + heap, heap,
+                                        path, sizeof(path), err, sizeof(err));
             if (rc == PMC_OK && heap > 0) rc = pmc_segment_reserve_heap(seg, heap);
             if (rc != PMC_OK && seg->base != NULL) {
                 pmc_segment_detach(seg);

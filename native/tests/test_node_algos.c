@@ -518,7 +518,7 @@ static void run_group(const group_t *g)
     memset(g_ctl, 0, sizeof(*g_ctl));
     char path[PMC_SEG_PATH_MAX], err[MSGLEN] = "";
     pmc_segment seg;
-    int rc = pmc_segment_create(&seg, g_dir, g->n, g->data_bytes, path, sizeof(path), err, sizeof(err));
+    int rc = pmc_segment_create(&seg, g_dir, g->n, g->data_bytes, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_OK, err);
     if (rc != PMC_OK) return;
 

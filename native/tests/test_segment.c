@@ -1,13 +1,17 @@
 /* Node segment: creation, layout seen by the creator and by attached
- * processes, file mode, and the refusals (missing directory, not enough
- * space, bad header, foreign mode, wrong size). No MPI calls.
+ * processes, file mode, the lazily reserved tail (the heap), and the
+ * refusals (missing directory, not enough space, bad header, foreign mode,
+ * wrong size, a full directory under the tail). No MPI calls.
  *
  * Usage: test_segment            (prints one line per failed check)
  * Exit status: 0 when every check passed. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stddef.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
@@ -133,7 +137,7 @@ static void test_create_and_attach(int L, uint64_t data_req)
     snprintf(t_who, sizeof(t_who), "create L=%d", L);
     char path[PMC_SEG_PATH_MAX], err[ERRLEN] = "";
     pmc_segment s;
-    int rc = pmc_segment_create(&s, g_dir, L, data_req, path, sizeof(path), err, sizeof(err));
+    int rc = pmc_segment_create(&s, g_dir, L, data_req, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_OK, err);
     if (rc != PMC_OK) return;
     check_layout(&s, L, data_req);
@@ -206,7 +210,7 @@ static void test_bad_header(void)
     const int L = 2;
     char path[PMC_SEG_PATH_MAX], err[ERRLEN] = "";
     pmc_segment s, t;
-    int rc = pmc_segment_create(&s, g_dir, L, 8192, path, sizeof(path), err, sizeof(err));
+    int rc = pmc_segment_create(&s, g_dir, L, 8192, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_OK, err);
     if (rc != PMC_OK) return;
     pmc_seg_header *h = s.hdr;
@@ -262,7 +266,7 @@ static void test_create_refusals(void)
     pmc_segment s;
 
     snprintf(dir, sizeof(dir), "%s/no-such-dir", g_dir);
-    int rc = pmc_segment_create(&s, dir, 2, 4096, path, sizeof(path), err, sizeof(err));
+    int rc = pmc_segment_create(&s, dir, 2, 4096, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_ERR_SHM, err);
     CHECK(strstr(err, dir) != NULL && strstr(err, strerror(ENOENT)) != NULL,
           "missing-dir message does not name the dir and the cause: %s", err);
@@ -275,7 +279,7 @@ static void test_create_refusals(void)
     CHECK(fd >= 0, "create %s: %s", dir, strerror(errno));
     if (fd >= 0) close(fd);
     err[0] = '\0';
-    rc = pmc_segment_create(&s, dir, 2, 4096, path, sizeof(path), err, sizeof(err));
+    rc = pmc_segment_create(&s, dir, 2, 4096, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_ERR_SHM, err);
     CHECK(strstr(err, strerror(ENOTDIR)) != NULL, "not-a-dir message: %s", err);
     CHECK(unlink(dir) == 0, "unlink %s: %s", dir, strerror(errno));
@@ -289,7 +293,7 @@ static void test_create_refusals(void)
     char need[32];
     snprintf(need, sizeof(need), "%" PRIu64, pmc_segment_total_bytes(3, want));
     err[0] = '\0';
-    rc = pmc_segment_create(&s, g_dir, 3, want, path, sizeof(path), err, sizeof(err));
+    rc = pmc_segment_create(&s, g_dir, 3, want, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_ERR_SHM, err);
     CHECK(strstr(err, need) != NULL && strstr(err, g_dir) != NULL,
           "message does not give the needed size %s and the dir: %s", need, err);
@@ -300,7 +304,7 @@ static void test_create_refusals(void)
     const uint64_t huge[3] = {UINT64_MAX, UINT64_MAX - 4000, UINT64_MAX - 2 * PAGE};
     for (int i = 0; i < 3; ++i) {
         err[0] = '\0';
-        rc = pmc_segment_create(&s, g_dir, 2, huge[i], path, sizeof(path), err, sizeof(err));
+        rc = pmc_segment_create(&s, g_dir, 2, huge[i], 0, path, sizeof(path), err, sizeof(err));
         CHECK(rc != PMC_OK, "data_bytes=%" PRIu64 " accepted: got a segment of %zu bytes with %" PRIu64
               " data bytes", huge[i], s.bytes, s.data_bytes);
         if (rc != PMC_OK) CHECK(err[0] != '\0', "no message for data_bytes=%" PRIu64, huge[i]);
@@ -312,14 +316,110 @@ static void test_create_refusals(void)
 
     /* Bad local_size; a path buffer too short for the name. */
     err[0] = '\0';
-    rc = pmc_segment_create(&s, g_dir, 0, 4096, path, sizeof(path), err, sizeof(err));
+    rc = pmc_segment_create(&s, g_dir, 0, 4096, 0, path, sizeof(path), err, sizeof(err));
     CHECK_RC(rc, PMC_ERR_ARG, err);
     CHECK(strstr(err, "local_size") != NULL, "message: %s", err);
     err[0] = '\0';
-    rc = pmc_segment_create(&s, g_dir, 2, 4096, path, strlen(g_dir) + 4, err, sizeof(err));
+    rc = pmc_segment_create(&s, g_dir, 2, 4096, 0, path, strlen(g_dir) + 4, err, sizeof(err));
     CHECK_RC(rc, PMC_ERR_ARG, err);
     CHECK(strstr(err, "too long") != NULL, "message: %s", err);
     CHECK(dir_entries(g_dir) == 0, "refused creates left %d files in %s", dir_entries(g_dir), g_dir);
+}
+
+static uint64_t allocated_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
+}
+
+/* The tail given as lazy is sized but not reserved (where the kernel
+ * populates on request), and pmc_segment_populate reserves a range of it. */
+static void test_lazy_tail(void)
+{
+    snprintf(t_who, sizeof(t_who), "lazy tail");
+    char path[PMC_SEG_PATH_MAX], err[ERRLEN] = "";
+    pmc_segment s;
+    const uint64_t cells = 64u << 10, tail = 4u << 20;
+    int rc = pmc_segment_create(&s, g_dir, 2, cells + tail, tail, path, sizeof(path), err, sizeof(err));
+    CHECK_RC(rc, PMC_OK, err);
+    if (rc != PMC_OK) return;
+    check_layout(&s, 2, cells + tail);
+    const uint64_t total = pmc_segment_total_bytes(2, cells + tail);
+    const int lazy = madvise(s.base, PAGE, MADV_POPULATE_WRITE) == 0;
+    const uint64_t before = allocated_bytes(path);
+    if (lazy) {
+        CHECK(before >= total - tail && before < total - tail / 2,
+              "%" PRIu64 " bytes allocated; expected the %" PRIu64 " before the tail", before, total - tail);
+        unsigned char *in_tail = (unsigned char *)s.base + total - tail + 3 * PAGE + 100;
+        CHECK_RC(pmc_segment_populate(in_tail, 256u << 10), PMC_OK, "populate");
+        const uint64_t after = allocated_bytes(path);
+        CHECK(after >= before + (256u << 10), "populating 256 KiB of the tail: %" PRIu64 " -> %" PRIu64 " bytes",
+              before, after);
+        memset(in_tail, 0x5a, 256u << 10); /* reserved pages: no SIGBUS */
+    } else {
+        CHECK(before >= total, "without MADV_POPULATE_WRITE the whole segment is reserved: %" PRIu64 " of %" PRIu64,
+              before, total);
+    }
+    CHECK_RC(pmc_segment_populate(s.base, 0), PMC_OK, "an empty range");
+    pmc_segment_detach(&s);
+    unlink(path);
+
+    err[0] = '\0';
+    rc = pmc_segment_create(&s, g_dir, 2, cells, 1000, path, sizeof(path), err, sizeof(err));
+    CHECK_RC(rc, PMC_ERR_ARG, err);
+    err[0] = '\0';
+    rc = pmc_segment_create(&s, g_dir, 2, cells, cells + PAGE, path, sizeof(path), err, sizeof(err));
+    CHECK_RC(rc, PMC_ERR_ARG, err);
+    CHECK(strstr(err, "lazily") != NULL, "message: %s", err);
+}
+
+/* A directory with no room left under the tail: the segment is still made
+ * (its tail is larger than the directory), and populating past the room is
+ * an error, not a SIGBUS. Needs a private mount namespace (root): a child
+ * mounts a 512 KiB tmpfs there; skipped, with a note, where it cannot. */
+static void test_full_directory(void)
+{
+    snprintf(t_who, sizeof(t_who), "full directory");
+    char probe[PMC_SEG_PATH_MAX + 8] = "";
+    void *page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const int lazy = page != MAP_FAILED && madvise(page, PAGE, MADV_POPULATE_WRITE) == 0;
+    if (page != MAP_FAILED) munmap(page, PAGE);
+    if (!lazy) {
+        printf("test_segment: full-directory check skipped (no MADV_POPULATE_WRITE)\n");
+        return;
+    }
+    snprintf(probe, sizeof(probe), "%s/small", g_dir);
+    CHECK(mkdir(probe, 0700) == 0, "mkdir %s: %s", probe, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", probe, "tmpfs", 0, "size=512k,mode=0700") != 0)
+            _exit(77);
+        char path[PMC_SEG_PATH_MAX], err[ERRLEN] = "";
+        pmc_segment s;
+        const uint64_t cells = 64u << 10, tail = 8u << 20;
+        int rc = pmc_segment_create(&s, probe, 2, cells + tail, tail, path, sizeof(path), err, sizeof(err));
+        CHECK_RC(rc, PMC_OK, err);
+        if (rc == PMC_OK) {
+            unsigned char *t = (unsigned char *)s.base + s.bytes - tail;
+            CHECK_RC(pmc_segment_populate(t, 64u << 10), PMC_OK, "64 KiB of the tail");
+            CHECK_RC(pmc_segment_populate(t + (1u << 20), 2u << 20), PMC_ERR_SHM, "2 MiB of the tail");
+            /* What the failed request took goes back: the same room again. */
+            pmc_segment_unpopulate(t + (1u << 20), 2u << 20);
+            CHECK_RC(pmc_segment_populate(t + (4u << 20), 256u << 10), PMC_OK, "256 KiB after giving back");
+            pmc_segment_detach(&s);
+            unlink(path);
+        }
+        _exit(t_failures != 0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        printf("test_segment: full-directory check skipped (cannot mount a tmpfs here: not root?)\n");
+    else
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the full-directory child failed (status %d)", status);
+    CHECK(rmdir(probe) == 0, "rmdir %s: %s", probe, strerror(errno));
 }
 
 int main(void)
@@ -334,6 +434,8 @@ int main(void)
     test_create_and_attach(2, 100000);   /* not a page multiple */
     test_bad_header();
     test_create_refusals();
+    test_lazy_tail();
+    test_full_directory();
 
     snprintf(t_who, sizeof(t_who), "main");
     CHECK(dir_entries(g_dir) == 0, "%d files left in %s", dir_entries(g_dir), g_dir);

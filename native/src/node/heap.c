@@ -3,6 +3,8 @@
  * process (the arena is shared memory, its bookkeeping is not). */
 #include "heap.h"
 
+#include "segment.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,13 @@ int pmc_heap_alloc(pmc_heap *h, uint64_t bytes, void **out)
     ++h->live;
     h->used += need;
     pthread_mutex_unlock(&h->lock);
+    /* The heap's pages are taken from the segment's directory as blocks
+     * come into use; a full one is an error here, not a SIGBUS later. */
+    if (pmc_segment_populate(h->heap + off, need) != PMC_OK) {
+        pmc_segment_unpopulate(h->heap + off, need);
+        pmc_heap_free(h, h->heap + off);
+        return PMC_ERR_SHM;
+    }
     *out = h->heap + off;
     return PMC_OK;
 }

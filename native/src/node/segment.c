@@ -63,8 +63,33 @@ static int map_fd(pmc_segment *s, int fd, size_t bytes, char *err, size_t errlen
     return PMC_OK;
 }
 
+/* Whether this kernel populates a mapping on request (MADV_POPULATE_WRITE,
+ * Linux 5.14): asked on a page already reserved, so it costs nothing. */
+static int populate_supported(void *reserved_page)
+{
+    return madvise(reserved_page, 4096, MADV_POPULATE_WRITE) == 0;
+}
+
+int pmc_segment_populate(void *p, uint64_t bytes)
+{
+    if (bytes == 0) return PMC_OK;
+    const uintptr_t first = (uintptr_t)p / 4096 * 4096;
+    const uintptr_t end = ((uintptr_t)p + bytes + 4095) / 4096 * 4096;
+    if (madvise((void *)first, end - first, MADV_POPULATE_WRITE) == 0) return PMC_OK;
+    /* EINVAL: a kernel without it, where the creator reserved everything. */
+    return errno == EINVAL ? PMC_OK : PMC_ERR_SHM;
+}
+
+void pmc_segment_unpopulate(void *p, uint64_t bytes)
+{
+    const uintptr_t first = ((uintptr_t)p + 4095) / 4096 * 4096;
+    const uintptr_t end = ((uintptr_t)p + bytes) / 4096 * 4096;
+    /* Best effort: pages left behind only take room, never change data. */
+    if (end > first) (void)madvise((void *)first, end - first, MADV_REMOVE);
+}
+
 int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
-                       uint64_t data_bytes, char *path, size_t pathlen,
+                       uint64_t data_bytes, uint64_t lazy_bytes, char *path, size_t pathlen,
                        char *err, size_t errlen)
 {
     memset(s, 0, sizeof(*s));
@@ -80,6 +105,13 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
         return PMC_ERR_SHM;
     }
     uint64_t total = pmc_segment_total_bytes(local_size, data_bytes);
+    if (lazy_bytes % 4096 != 0 || lazy_bytes > total - data_offset(local_size)) {
+        snprintf(err, errlen, "a lazily reserved tail of %" PRIu64 " bytes does not fit a data area of %" PRIu64,
+                 lazy_bytes, data_bytes);
+        return PMC_ERR_ARG;
+    }
+    /* What must exist now: the flags and the copy-in/copy-out cells. */
+    const uint64_t reserve = total - lazy_bytes;
 
     struct statvfs vfs;
     if (statvfs(dir, &vfs) != 0) {
@@ -87,10 +119,10 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
         return PMC_ERR_SHM;
     }
     uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
-    if (avail < total) {
+    if (avail < reserve) {
         snprintf(err, errlen,
                  "%s has %" PRIu64 " bytes free but the node segment needs %" PRIu64
-                 " (lower PYMCOLL_SHM_SIZE or enlarge %s)", dir, avail, total, dir);
+                 " (lower PYMCOLL_SHM_SIZE or enlarge %s)", dir, avail, reserve, dir);
         return PMC_ERR_SHM;
     }
 
@@ -119,16 +151,26 @@ int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
         return PMC_ERR_SHM;
     }
     /* Reserve the pages now: a full tmpfs then fails here with a clear
-     * error instead of raising SIGBUS at the first touch later. */
-    int rc = posix_fallocate(fd, 0, (off_t)total);
+     * error instead of raising SIGBUS at the first touch later. The lazy
+     * tail is only sized: a communicator whose heap is never used costs
+     * neither its pages nor the time to clear them. */
+    int rc = ftruncate(fd, (off_t)total) == 0 ? 0 : errno;
+    if (rc == 0) rc = posix_fallocate(fd, 0, (off_t)reserve);
     if (rc != 0) {
-        snprintf(err, errlen, "posix_fallocate of %" PRIu64 " bytes in %s failed: %s",
-                 total, dir, strerror(rc));
+        snprintf(err, errlen, "reserving %" PRIu64 " bytes in %s failed: %s", reserve, dir, strerror(rc));
         close(fd);
         unlink(path);
         return PMC_ERR_SHM;
     }
     rc = map_fd(s, fd, (size_t)total, err, errlen);
+    if (rc == PMC_OK && lazy_bytes > 0 && !populate_supported(s->base)) {
+        const int frc = posix_fallocate(fd, (off_t)reserve, (off_t)lazy_bytes);
+        if (frc != 0) {
+            snprintf(err, errlen, "reserving %" PRIu64 " bytes in %s failed: %s", total, dir, strerror(frc));
+            pmc_segment_detach(s);
+            rc = PMC_ERR_SHM;
+        }
+    }
     close(fd);
     if (rc != PMC_OK) {
         unlink(path);

@@ -62,11 +62,25 @@ uint64_t pmc_segment_total_bytes(int local_size, uint64_t data_bytes);
 
 /* Local rank 0: create a new segment file under dir with a random name
  * (O_EXCL, 0600), check free space with statvfs, reserve it with
- * posix_fallocate, map and initialise it. path receives the file's path.
- * On failure err receives a sentence saying why. */
+ * posix_fallocate, map and initialise it. The last lazy_bytes of the data
+ * area (a multiple of 4096: the shared heap) are reserved page by page as
+ * they come into use, through pmc_segment_populate, where the kernel can
+ * say so without a signal (Linux 5.14 on); elsewhere they are reserved now
+ * with the rest. path receives the file's path. On failure err receives a
+ * sentence saying why. */
 int pmc_segment_create(pmc_segment *s, const char *dir, int local_size,
-                       uint64_t data_bytes, char *path, size_t pathlen,
+                       uint64_t data_bytes, uint64_t lazy_bytes, char *path, size_t pathlen,
                        char *err, size_t errlen);
+
+/* Reserves the pages under [p, p + bytes) of a mapped segment: PMC_OK, or
+ * PMC_ERR_SHM when the segment's directory has no room for them (the
+ * pages would raise SIGBUS at the first touch). */
+int pmc_segment_populate(void *p, uint64_t bytes);
+
+/* Gives back the pages lying wholly inside [p, p + bytes) (a range no one
+ * else uses), e.g. what a failed pmc_segment_populate took before the
+ * directory ran out. */
+void pmc_segment_unpopulate(void *p, uint64_t bytes);
 
 /* Other local ranks: map the segment created at path and validate it. */
 int pmc_segment_attach(pmc_segment *s, const char *path, int local_size,
