@@ -44,8 +44,10 @@ def correctness_cases(n: int) -> str:
                                                  (8, 1, True)])
 def test_allreduce_is_exact_and_bit_identical(tmp_path: Path, n: int, streams: int, integrity: bool) -> None:
     cases = correctness_cases(n)
-    if n == 8 and CI:  # 8 processes on 2 cores: fewer cases, every dtype still
-        cases = ",".join(f"{d}:sum:{c}" for d in DTYPES for c in (1, 8003)) + ",float32:max:17,int64:min:9"
+    if n == 8 and CI:  # 8 processes on 2 cores: fewer cases, every dtype but bfloat16 (checked at 2-4 members:
+        # it is the only one that imports torch, ~3 s of CPU per member)
+        cases = ",".join(f"{d}:sum:{c}" for d in DTYPES if d != "bfloat16" for c in (1, 8003)) \
+            + ",float32:max:17,int64:min:9"
     ncases = len(cases.split(","))
     with Cluster(tmp_path, min_replicas=n) as cl:
         extra = ["--streams", str(streams), "--chunk-bytes", "4096", "--timeout", "120"]

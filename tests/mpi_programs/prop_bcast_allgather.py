@@ -23,10 +23,7 @@ import pymcoll.testing as pt
 from .common import CI, main
 from .thresholds import thresholds
 
-try:
-    import torch
-except ImportError:  # the torch extra is optional for users, installed in CI
-    torch = None
+torch: Any = None  # imported in body() unless --torch off (the import costs ~3 s of CPU per rank)
 
 FORMS = ("plain", "typed", "counted", "torch")
 
@@ -127,7 +124,15 @@ def body() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", type=int, default=25 if CI else 80)
     ap.add_argument("--max-bytes", type=int, default=(256 << 10) if CI else (1 << 20))
+    ap.add_argument("--torch", choices=("auto", "off"), default="auto",
+                    help="torch tensors among the forms, and the float16/bfloat16 checks (auto: where torch is installed)")
     args = ap.parse_args()
+    global torch
+    if args.torch == "auto":
+        try:
+            import torch
+        except ImportError:  # the torch extra is optional for users, installed in CI
+            torch = None
     world = MPI.COMM_WORLD
     comm = pymcoll.Comm(world)
     layouts = ["world", "halves", "reversed"] if world.Get_size() > 1 else ["world"]
@@ -142,7 +147,8 @@ def body() -> None:
         check_bfloat16(comm)
         check_half_reductions(comm)
     if world.Get_rank() == 0:
-        print(f"OK {comm.layout.describe()}, shm={comm.layout.shm_active}", flush=True)
+        print(f"OK {comm.layout.describe()}, shm={comm.layout.shm_active}, torch forms "
+              f"{'on' if torch is not None else 'off'}", flush=True)
     comm.Free()
 
 
