@@ -69,7 +69,17 @@ def _id(cfg: tuple) -> str:
     return f"np{n}-" + ("-".join(f"{k[8:].lower()}-{v}" for k, v in env.items()) or "default")
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
+# Left to full runs: each has a sibling in CI with its layout (one node of 5 ranks: the small
+# segment at 5; uneven nodes of 3: 8 ranks on nodes of 3).
+OUTSIDE_CI = {"np5-default", "np5-node_size-3"}
+
+
+def _params(configs: list[tuple]) -> list:
+    return [pytest.param(c, id=_id(c), marks=[pytest.mark.skipif(CI, reason="runs outside CI")]
+                         if _id(c) in OUTSIDE_CI else []) for c in configs]
+
+
+@pytest.mark.parametrize("cfg", _params(CONFIGS))
 def test_every_collective_every_form(cfg: tuple) -> None:
     n, env = cfg
     proc = run_mpi(n, "prop_collectives", "--examples", EXAMPLES if n <= 4 else EXAMPLES_MANY_RANKS,
