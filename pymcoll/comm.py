@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import inspect
+import sys
 import warnings
 import weakref
 from typing import Any, Callable, Optional
@@ -22,7 +23,9 @@ _live: "weakref.WeakSet[Comm]" = weakref.WeakSet()
 # Bound once: the small-message fast paths below run in a few hundred ns,
 # so attribute lookups on every call would show in the latency.
 _ndarray = np.ndarray
+_modules = sys.modules
 _from_buffer = ffi.from_buffer
+_cast_void = lambda address: ffi.cast("void *", address)  # noqa: E731 - one call in a hot path
 _IN_PLACE = MPI.IN_PLACE
 _pmc_barrier = lib.pmc_barrier
 _pmc_bcast = lib.pmc_bcast
@@ -51,6 +54,27 @@ def _elem_of_dtype(dtype: Any) -> Optional[int]:
     if code == -1:
         code = _ELEM_CACHE[dtype] = elements.code_of_numpy(dtype)
     return code
+
+
+def _host_array(obj: Any) -> Any:
+    """A numpy view (the same memory) of a CPU torch tensor that the fast paths can take, else `obj`.
+
+    torch's own bindings make the general path's checks of a tensor cost tens of microseconds a call;
+    the view costs one. Left to the general path: tensors off the CPU, requiring grad, of bfloat16
+    (numpy has none) or that numpy cannot view. The view is made anew every call and the last-call
+    caches keep the view, not the tensor: a tensor can be given new memory in place (``resize_``,
+    ``set_``), an array cannot."""
+    if type(obj) is _ndarray:
+        return obj
+    torch = _modules.get("torch")
+    if torch is None or type(obj) is not torch.Tensor:
+        return obj
+    if not obj.is_cpu or obj.requires_grad or obj.dtype is torch.bfloat16:
+        return obj
+    try:
+        return obj.numpy()
+    except (RuntimeError, TypeError):  # conjugate or negative views, and other kinds numpy cannot see
+        return obj
 
 
 def _snap(value: Any) -> Any:
@@ -539,7 +563,8 @@ class Comm:
             if rc:
                 self._check(rc, "Bcast")
             return
-        # Fast path: a contiguous numpy array and a valid root.
+        # Fast path: a contiguous numpy array (or CPU tensor) and a valid root.
+        buf = _host_array(buf)
         if type(buf) is _ndarray and type(root) is int and 0 <= root < self._size:
             try:
                 p = _from_buffer(buf)
@@ -564,7 +589,8 @@ class Comm:
             if rc:
                 self._check(rc, "Allgather")
             return
-        # Fast path: contiguous numpy arrays whose sizes agree.
+        # Fast path: contiguous numpy arrays (or CPU tensors) whose sizes agree.
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
             try:
                 rp = _from_buffer(recvbuf)
@@ -596,7 +622,13 @@ class Comm:
             if rc:
                 self._reduction_error(rc, "Allreduce", last[7], last[8])
             return
-        # Fast path: contiguous numpy arrays of one predefined element type.
+        torch = _modules.get("torch")
+        if (torch is not None and type(recvbuf) is torch.Tensor
+                and (sendbuf is _IN_PLACE or type(sendbuf) is torch.Tensor)
+                and self._tensor_allreduce(sendbuf, recvbuf, op)):
+            return
+        # Fast path: contiguous numpy arrays (or CPU tensors) of one predefined element type.
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
             code = _elem_of_dtype(recvbuf.dtype)
             opc = _OP_CODES.get(getattr(op, "handle", None))
@@ -614,6 +646,31 @@ class Comm:
                     self._last_allreduce = (sendbuf, recvbuf, op, recvbuf.dtype, sp, rp, recvbuf.size, code, opc)
                     return
         self._run(arguments.prepare_allreduce(self, sendbuf, recvbuf, op))
+
+    def _tensor_allreduce(self, sendbuf: Any, recvbuf: Any, op: Any) -> bool:
+        """Allreduce of contiguous CPU torch tensors straight from their data pointers (a gradient
+        loop's call: a few microseconds where a numpy view costs a few more); False when the
+        general path must take the call. Nothing is kept between calls: a tensor can be given
+        new memory in place."""
+        if not recvbuf.is_cpu or not recvbuf.is_contiguous():
+            return False
+        code = elements.code_of_torch_dtype(recvbuf.dtype)
+        opc = _OP_CODES.get(getattr(op, "handle", None))
+        if code is None or opc is None:
+            return False
+        n = recvbuf.numel()
+        if sendbuf is _IN_PLACE:
+            sp = _NULL
+        else:
+            if (not sendbuf.is_cpu or not sendbuf.is_contiguous() or sendbuf.dtype is not recvbuf.dtype
+                    or sendbuf.numel() != n):
+                return False
+            sp = _cast_void(sendbuf.data_ptr()) if n else _NULL
+        rp = _cast_void(recvbuf.data_ptr()) if n else _NULL
+        rc = _pmc_allreduce(self._handle, sp, rp, n, code, opc)
+        if rc:
+            self._reduction_error(rc, "Allreduce", code, opc)
+        return True
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:  # noqa: N802
         """Combine every rank's `sendbuf` with `op` into `recvbuf` at `root` (mpi4py semantics).
@@ -643,6 +700,7 @@ class Comm:
         opc = _OP_CODES.get(getattr(op, "handle", None))
         if opc is None or (receives and recvbuf is None):
             return False
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if sendbuf is _IN_PLACE:
             if type(recvbuf) is not _ndarray:
                 return False
@@ -685,6 +743,7 @@ class Comm:
             if rc:
                 self._check(rc, "Gather")
             return
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if type(root) is int and 0 <= root < self._size:
             at_root = root == self._rank
             sp = _NULL if sendbuf is _IN_PLACE and at_root else _nd(sendbuf, False)
@@ -722,6 +781,7 @@ class Comm:
             if rc:
                 self._check(rc, "Scatter")
             return
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if type(root) is int and 0 <= root < self._size:
             at_root = root == self._rank
             rp = _NULL if recvbuf is _IN_PLACE and at_root else _nd(recvbuf, True)
@@ -764,6 +824,7 @@ class Comm:
             if rc:
                 self._check(rc, "Alltoall")
             return
+        sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         rp = _nd(recvbuf, True)
         sp = _NULL if sendbuf is _IN_PLACE else _nd(sendbuf, False)
         if rp is not None and sp is not None and len(rp) % self._size == 0 and (sp is _NULL or len(sp) == len(rp)):

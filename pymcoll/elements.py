@@ -61,6 +61,14 @@ def _torch_codes() -> dict[Any, int]:
 _torch_table: Optional[dict[Any, int]] = None
 
 
+def code_of_torch_dtype(dtype: Any) -> Optional[int]:
+    """Core code of a torch dtype, or None if the core has no such element type."""
+    global _torch_table
+    if _torch_table is None:
+        _torch_table = _torch_codes()
+    return _torch_table.get(dtype)
+
+
 def code_of_object(obj: Any) -> Optional[int]:
     """Core code of the elements of a buffer object, or None if unknown."""
     global _torch_table

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Per-call time of small collectives on torch CPU tensors and numpy arrays, pymcoll beside mpi4py.
+
+mpi4py hands a torch tensor to MPI through DLPack; pymcoll takes contiguous CPU tensors through a
+numpy view, or (Allreduce) straight from their data pointers. Each cell is the median over
+--blocks blocks of --iters calls on the same buffers, the four variants interleaved block by
+block in one launch (docs/measure.md), OSU-style: a barrier before each block, none inside.
+
+    python perf/bench_tensor_calls.py [--np 2] [--colls allreduce,bcast,allgather] [--sizes 8,256,4096]
+
+Results: perf/results/tensor_calls_np<N>.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from perfutil import launch_self, plotter, run_record, write_results
+
+HERE = Path(__file__).resolve().parent
+VARIANTS = ("pymcoll torch", "mpi4py torch", "pymcoll numpy", "mpi4py numpy")
+
+
+def call(comm: Any, coll: str, a: Any, b: Any) -> None:
+    if coll == "allreduce":
+        comm.Allreduce(a, b)
+    elif coll == "bcast":
+        comm.Bcast(a, root=0)
+    else:
+        comm.Allgather(a, b)
+
+
+def worker(a: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+
+    import pymcoll
+
+    world = MPI.COMM_WORLD
+    ours = pymcoll.Comm(world.Dup())
+    theirs = world.Dup()
+    size = world.Get_size()
+    rows = []
+    for coll in a.colls:
+        for nbytes in a.sizes:
+            n = max(1, nbytes // 4)
+            out_n = n * size if coll == "allgather" else n
+            bufs = {"torch": (torch.ones(n), torch.empty(out_n)),
+                    "numpy": (np.ones(n, np.float32), np.empty(out_n, np.float32))}
+            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            for block in range(a.blocks + 1):
+                for v in VARIANTS:
+                    who, kind = v.split()
+                    comm = ours if who == "pymcoll" else theirs
+                    x, y = bufs[kind]
+                    world.Barrier()
+                    t = time.perf_counter()
+                    for _ in range(a.iters):
+                        call(comm, coll, x, y)
+                    dt = (time.perf_counter() - t) / a.iters
+                    if block:  # the first block warms up
+                        times[v].append(dt)
+            # The slowest rank's median is the call's time.
+            med = {v: world.allreduce(statistics.median(ts), op=MPI.MAX) for v, ts in times.items()}
+            rows.append({"collective": coll, "bytes": n * 4, **{f"{v} us": 1e6 * m for v, m in med.items()}})
+            if world.Get_rank() == 0:
+                cells = "  ".join(f"{v} {1e6 * m:7.1f}" for v, m in med.items())
+                ratio = med["pymcoll torch"] / med["mpi4py torch"]
+                print(f"{coll:10s} {n * 4:6d} B  {cells}  us   torch vs_ref {ratio:.2f}", flush=True)
+    if world.Get_rank() == 0:
+        doc = run_record(ranks=size, iters=a.iters, blocks=a.blocks, torch=torch.__version__,
+                         mpi=MPI.Get_library_version().splitlines()[0], rows=rows)
+        write_results(doc, Path(a.out), plot)
+    ours.Free()
+    theirs.Free()
+
+
+@plotter("bench_tensor_calls.py")
+def plot(plt: Any, doc: dict[str, Any]) -> Any:
+    colls = sorted({r["collective"] for r in doc["rows"]})
+    fig, axes = plt.subplots(1, len(colls), figsize=(4.2 * len(colls), 3.4), squeeze=False)
+    for ax, coll in zip(axes[0], colls, strict=True):
+        rs = [r for r in doc["rows"] if r["collective"] == coll]
+        for v in VARIANTS:
+            ax.plot([r["bytes"] for r in rs], [r[f"{v} us"] for r in rs], marker="o", label=v)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes per rank")
+        ax.set_ylabel("us per call")
+        ax.set_title(f"{coll}, {doc['ranks']} ranks")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--colls", type=lambda s: s.split(","), default=["allreduce", "bcast", "allgather"])
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 256, 4096])
+    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--blocks", type=int, default=7)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    bad = [c for c in a.colls if c not in ("allreduce", "bcast", "allgather")]
+    if bad:
+        ap.error(f"--colls: {', '.join(bad)} not among allreduce, bcast, allgather")
+    a.out = a.out or str(HERE / "results" / f"tensor_calls_np{a.np}.json")
+    if a.launched:
+        worker(a)
+        return 0
+    return launch_self(__file__, a.np, sys.argv[1:] + ["--out", a.out], timeout=a.timeout,
+                       hint="lower --iters or --blocks")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
