@@ -61,7 +61,7 @@ def _host_array(obj: Any) -> Any:
 
     torch's own bindings make the general path's checks of a tensor cost tens of microseconds a call;
     the view costs one. Left to the general path: tensors off the CPU, requiring grad, of bfloat16
-    (numpy has none) or that numpy cannot view. The view is made anew every call and the last-call
+    (numpy has none), not contiguous, or that numpy cannot view. The view is made anew every call and the last-call
     caches keep the view, not the tensor: a tensor can be given new memory in place (``resize_``,
     ``set_``), an array cannot."""
     if type(obj) is _ndarray:
@@ -69,8 +69,8 @@ def _host_array(obj: Any) -> Any:
     torch = _modules.get("torch")
     if torch is None or type(obj) is not torch.Tensor:
         return obj
-    if not obj.is_cpu or obj.requires_grad or obj.dtype is torch.bfloat16:
-        return obj
+    if not obj.is_cpu or obj.requires_grad or obj.dtype is torch.bfloat16 or not obj.is_contiguous():
+        return obj  # the general path takes it (and names a tensor's own mistakes)
     try:
         return obj.numpy()
     except (RuntimeError, TypeError):  # conjugate or negative views, and other kinds numpy cannot see
