@@ -622,11 +622,12 @@ class Comm:
             if rc:
                 self._reduction_error(rc, "Allreduce", last[7], last[8])
             return
-        torch = _modules.get("torch")
-        if (torch is not None and type(recvbuf) is torch.Tensor
-                and (sendbuf is _IN_PLACE or type(sendbuf) is torch.Tensor)
-                and self._tensor_allreduce(sendbuf, recvbuf, op)):
-            return
+        if type(recvbuf) is not _ndarray:  # numpy callers skip the tensor checks
+            torch = _modules.get("torch")
+            if (torch is not None and type(recvbuf) is torch.Tensor
+                    and (sendbuf is _IN_PLACE or type(sendbuf) is torch.Tensor)
+                    and self._tensor_allreduce(sendbuf, recvbuf, op)):
+                return
         # Fast path: contiguous numpy arrays (or CPU tensors) of one predefined element type.
         sendbuf, recvbuf = _host_array(sendbuf), _host_array(recvbuf)
         if type(recvbuf) is _ndarray and (sendbuf is _IN_PLACE or type(sendbuf) is _ndarray):
