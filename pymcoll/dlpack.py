@@ -15,16 +15,15 @@ mpi4py does.
 from __future__ import annotations
 
 import ctypes
+import functools
 import weakref
 from typing import Any, Optional
 
-import cffi
 import numpy as np
 
 from .elements import code_of_numpy
 
-_ffi = cffi.FFI()
-_ffi.cdef("""
+_DECLARATIONS = """
 typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
 typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
 typedef struct {
@@ -39,7 +38,19 @@ typedef struct DLManagedTensorVersioned {
     DLPackVersion version; void *manager_ctx; void (*deleter)(struct DLManagedTensorVersioned *);
     uint64_t flags; DLTensor dl_tensor;
 } DLManagedTensorVersioned;
-""")
+"""
+
+
+@functools.cache
+def _ffi() -> Any:
+    """The FFI that reads DLPack's structs, made on first use: parsing the
+    declarations costs about 50 ms, which a process that never sees a
+    DLPack producer should not pay at import."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(_DECLARATIONS)
+    return ffi
 
 # Device types whose memory the CPU reads directly: CPU, CUDA and ROCm pinned host memory.
 HOST_DEVICES = frozenset({1, 3, 11})
@@ -88,7 +99,7 @@ def on_device(obj: Any) -> bool:
 
 
 def _release(managed: Any) -> None:
-    if managed.deleter != _ffi.NULL:
+    if managed.deleter != _ffi().NULL:
         managed.deleter(managed)
 
 
@@ -106,12 +117,13 @@ class View:
             capsule = obj.__dlpack__(stream=None, max_version=(1, 0))
         except TypeError:  # producers older than DLPack 1.0 take no max_version
             capsule = obj.__dlpack__(stream=None)
+        ffi = _ffi()
         if _capsule_valid(capsule, b"dltensor_versioned"):
-            managed = _ffi.cast("DLManagedTensorVersioned *", _capsule_get(capsule, b"dltensor_versioned"))
+            managed = ffi.cast("DLManagedTensorVersioned *", _capsule_get(capsule, b"dltensor_versioned"))
             _capsule_rename(capsule, _USED_VERSIONED)
             readonly = bool(managed.flags & _FLAG_READ_ONLY)
         elif _capsule_valid(capsule, b"dltensor"):
-            managed = _ffi.cast("DLManagedTensor *", _capsule_get(capsule, b"dltensor"))
+            managed = ffi.cast("DLManagedTensor *", _capsule_get(capsule, b"dltensor"))
             _capsule_rename(capsule, _USED)
             readonly = False
         else:
@@ -131,14 +143,14 @@ class View:
         count = 1
         for n in shape:
             count *= n
-        if t.strides != _ffi.NULL and count > 1:
+        if t.strides != ffi.NULL and count > 1:
             expect = 1
             for i in reversed(range(t.ndim)):
                 if shape[i] != 1 and int(t.strides[i]) != expect:
                     raise BufferError(f"{arg}: DLPack tensor is not C-contiguous; pass a contiguous copy")
                 expect *= shape[i]
         self.nbytes = count * self.itemsize
-        self.address = int(_ffi.cast("uintptr_t", t.data)) + int(t.byte_offset)
+        self.address = int(ffi.cast("uintptr_t", t.data)) + int(t.byte_offset)
         self.readonly = readonly
         self.elem = self._elem(t.dtype.code, t.dtype.bits, lanes)
         self._capsule = capsule

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import CI
+
 torch = pytest.importorskip("torch")
 
 from pymcoll.algorithms.balance.overlap import (OverlappedStep, ProgressThread,  # noqa: E402
@@ -169,7 +171,8 @@ def test_pipeline_errors_reach_the_caller_and_leave_nothing_running() -> None:
         OverlappedStep(fake.embed, None, lookahead=-1)
 
 
-@pytest.mark.parametrize("n,chunks,lookahead", [(1, 3, 1), (2, 4, 1), (3, 3, 0), (4, 4, 2)])
+@pytest.mark.parametrize("n,chunks,lookahead", [
+    (1, 3, 1), pytest.param(2, 4, 1, marks=pytest.mark.skipif(CI, reason="runs outside CI")), (3, 3, 0), (4, 4, 2)])
 def test_training_is_identical_with_and_without_the_progress_thread(mpirun, n: int, chunks: int,
                                                                    lookahead: int) -> None:
     proc = mpirun(n, "seqrec_overlap", str(chunks), str(lookahead), timeout=240)

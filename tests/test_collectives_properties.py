@@ -70,8 +70,9 @@ def _id(cfg: tuple) -> str:
 
 
 # Left to full runs: each has a sibling in CI with its layout (one node of 5 ranks: the small
-# segment at 5; uneven nodes of 3: 8 ranks on nodes of 3).
-OUTSIDE_CI = {"np5-default", "np5-node_size-3"}
+# segment at 5; uneven nodes of 3: 8 ranks on nodes of 3; one node of 3: 3 ranks with each path
+# forced; an 8 KiB segment: 16 KiB at 3 and 5 ranks).
+OUTSIDE_CI = {"np5-default", "np5-node_size-3", "np3-default", "np3-shm_size-8K-chunk_size-1K"}
 
 
 def _params(configs: list[tuple]) -> list:

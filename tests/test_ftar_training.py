@@ -81,7 +81,9 @@ def final_hashes_equal(procs: list[LocalProcess]) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("policy", ["retry", "skip"])
+# CI runs "retry"; "skip" differs only in what the survivors do with the failed step.
+@pytest.mark.parametrize("policy", ["retry", pytest.param("skip", marks=pytest.mark.skipif(
+    CI, reason="runs outside CI"))])
 def test_killed_replica_restarts_catches_up_and_matches(tmp_path: Path, policy: str) -> None:
     # Enough steps that the survivors are still training when the restarted process is up (its start,
     # torch import included, takes seconds on a loaded machine); with too few they finish first.
@@ -237,6 +239,8 @@ def test_coordinator_restart_mid_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.skipif(CI, reason="runs outside CI: the random schedule's test below runs the example through "
+                    "kills, restarts and catch-up")
 def test_example_survives_its_kill_schedule(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     # 400 steps of >= 40 ms leave the victim time to restart and catch up even where

@@ -79,7 +79,7 @@ def test_hang_is_reported_by_the_watchdog_within_the_deadline(n: int) -> None:
 
 @pytest.mark.parametrize("n", [1, 2, pytest.param(3, marks=pytest.mark.skipif(CI, reason="runs outside CI")), 4])
 def test_passes_against_mpi4py(n: int) -> None:
-    proc = run_mpi(n, "toolkit_check", "mpi4py", "--examples", "15" if CI else "40",
+    proc = run_mpi(n, "toolkit_check", "mpi4py", "--examples", ("8" if n > 2 else "15") if CI else "40",
                    "--layouts", "world,halves,reversed,all-but-first" if n > 1 else "world", timeout=600)
     assert "all passed" in proc.stdout, proc.stdout
 
