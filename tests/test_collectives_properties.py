@@ -17,7 +17,7 @@ from conftest import CI, run_mpi
 # every collective's coverage cases (a small case per dtype, the ops in turn) in every form and layout,
 # and the drawn sizes still lean on the switch points. PMC_TEST_EXAMPLES sets it (CI's sanitizer
 # step, where every call runs several times slower, draws 2).
-EXAMPLES = os.environ.get("PMC_TEST_EXAMPLES") or ("4" if CI else "25")
+EXAMPLES = os.environ.get("PMC_TEST_EXAMPLES") or ("3" if CI else "25")
 # Past 4 ranks on the 2-core CI machine each example is oversubscribed several times over.
 EXAMPLES_MANY_RANKS = "2" if CI else EXAMPLES
 # There CI also runs the blocking form only: non-blocking and persistent calls run the same

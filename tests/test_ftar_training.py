@@ -135,7 +135,10 @@ def test_killed_replica_restarts_catches_up_and_matches(tmp_path: Path, policy: 
             assert not [e for p in (r0, r1) for e in p.events if e["ev"] == "nocommit" and e["skipped"]]
 
 
-FAULTS = ["allgather:kill", "vote:kill", "commit:kill", "reduce_scatter:stall:300"]
+# CI runs a kill at the commit (the point where survivors must agree on a partial step) and a stall;
+# the kills at the allgather and the vote run outside CI.
+FAULTS = [pytest.param(f, marks=pytest.mark.skipif(CI, reason="runs outside CI")) if f in ("allgather:kill", "vote:kill")
+          else f for f in ("allgather:kill", "vote:kill", "commit:kill", "reduce_scatter:stall:300")]
 
 
 @pytest.mark.timeout(90)
@@ -218,6 +221,7 @@ def test_long_sigstop_fences_then_rejoins_through_catch_up(tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.skipif(CI, reason="runs outside CI: test_ftar.py restarts the coordinator mid-run in CI")
 def test_coordinator_restart_mid_run(tmp_path: Path) -> None:
     steps = 70
     common = ["--steps", str(steps), "--sleep", "0.03"]
