@@ -271,6 +271,7 @@ class Comm:
         cfg.lanes_direct_min = config.value("PYMCOLL_LANES_DIRECT_MIN")
         cfg.lanes_bcast_tree_max = config.value("PYMCOLL_LANES_BCAST_TREE_MAX")
         cfg.copy = config.COPY_MODES.index(config.value("PYMCOLL_COPY"))
+        cfg.fixed_paths = int(not config.value("PYMCOLL_PATH_TRIALS"))
         for i, coll in enumerate(config.COLLECTIVES):
             cfg.algorithm[i] = config.ALGORITHMS.index(config.value(config.algorithm_option(coll)))
         self._orphans: list = []  # freed-while-active requests: (handle, call)
@@ -279,9 +280,11 @@ class Comm:
         cfg.shm_dir = self._shm_dir
         tracing.ensure_setup()
         out = ffi.new("pmc_comm **")
-        rc = lib.pmc_comm_create(comm.handle, cfg, out)
+        why = ffi.new("char[]", 1024)
+        rc = lib.pmc_comm_create_why(comm.handle, cfg, out, why, 1024)
         if rc != lib.PMC_OK:
-            _raise_status(rc, ffi.NULL, "pymcoll.Comm creation")
+            reason = ffi.string(why).decode(errors="replace")
+            _raise_text(rc, f"pymcoll.Comm creation: {reason or ffi.string(lib.pmc_strerror(rc)).decode()}")
         self._handle = out[0]
         _live.add(self)
         self._layout = self._read_layout()
@@ -529,6 +532,32 @@ class Comm:
         nbytes = ffi.new("uint64_t *")
         lib.pmc_comm_lane_traffic(handle, msgs, nbytes)
         return int(msgs[0]), int(nbytes[0])
+
+    def path_trials(self) -> list[dict[str, Any]]:
+        """The copy-path trials of this communicator so far, one dict per collective and size class
+        that has had any: ``collective``, ``min_bytes`` (the class holds payloads per rank from it to
+        twice it), ``calls`` (trial calls done), ``chosen`` (``"cells"`` for copy in/copy out,
+        ``"single copy"``, or None while undecided) and ``cells_s``/``single_copy_s`` (the fastest
+        trial of each path, in seconds: the slowest rank's once chosen, this rank's before).
+
+        Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
+        ``PYMCOLL_COPY``, more than one node) or no blocking call of 16 KiB or more per rank ran.
+        """
+        handle = self._live_handle("path_trials")
+        calls, chosen = ffi.new("int *"), ffi.new("int *")
+        cells, single = ffi.new("double *"), ffi.new("double *")
+        out = []
+        for code, name in enumerate(config.COLLECTIVES, start=1):
+            for k in range(lib.PMC_TRIAL_SIZE_CLASSES):
+                rc = lib.pmc_comm_path_trial(handle, code, k, calls, chosen, cells, single)
+                if rc != lib.PMC_OK:
+                    self._check(rc, "path_trials")
+                if calls[0] == 0:
+                    continue
+                out.append({"collective": name, "min_bytes": 16384 << k, "calls": int(calls[0]),
+                            "chosen": {-1: None, 0: "cells", 2: "single copy"}[chosen[0]],
+                            "cells_s": float(cells[0]), "single_copy_s": float(single[0])})
+        return out
 
     @property
     def rank(self) -> int:

@@ -73,11 +73,19 @@ def _id(cfg: tuple) -> str:
 # segment at 5; uneven nodes of 3: 8 ranks on nodes of 3; one node of 3: 3 ranks with each path
 # forced; an 8 KiB segment: 16 KiB at 3 and 5 ranks).
 OUTSIDE_CI = {"np5-default", "np5-node_size-3", "np3-default", "np3-shm_size-8K-chunk_size-1K"}
+# CI runs these in its sanitizer step (.ci/run) only, against the sanitizer build.
+SANITIZER_STEP = {"np3-copy-inline", "np3-check-1-node_size-2", "np3-copy-cma-shm_size-16K-chunk_size-1K"}
 
 
 def _params(configs: list[tuple]) -> list:
-    return [pytest.param(c, id=_id(c), marks=[pytest.mark.skipif(CI, reason="runs outside CI")]
-                         if _id(c) in OUTSIDE_CI else []) for c in configs]
+    def marks(cid: str) -> list:
+        if cid in OUTSIDE_CI:
+            return [pytest.mark.skipif(CI, reason="runs outside CI")]
+        if cid in SANITIZER_STEP:
+            sanitized = "libasan" in os.environ.get("LD_PRELOAD", "")
+            return [pytest.mark.skipif(CI and not sanitized, reason="CI runs it in its sanitizer step")]
+        return []
+    return [pytest.param(c, id=_id(c), marks=marks(_id(c))) for c in configs]
 
 
 @pytest.mark.parametrize("cfg", _params(CONFIGS))

@@ -78,6 +78,10 @@ typedef struct pmc_config {
     uint64_t lanes_direct_min; /* Alltoall(v) across nodes: smallest mean block per rank pair sent rank to rank */
     int copy;                /* PMC_COPY_*: force a data path where it can carry the call */
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
+    int fixed_paths;         /* 1: the crossover table alone chooses between the cells and single copy
+                                (PYMCOLL_PATH_TRIALS=0); 0: on one node, the first blocking calls of each
+                                collective and size class from 16 KiB try both and the ranks keep the faster
+                                (not when cma_min or copy fixes the path) */
 } pmc_config;
 
 /* Data paths within a node (PYMCOLL_COPY). */
@@ -128,6 +132,9 @@ void pmc_config_defaults(pmc_config *cfg);
  * runs the wrapped MPI collectives (shm_active = 0) and pmc_comm_note()
  * explains why. */
 int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg, pmc_comm **out);
+/* The same; on failure `why` (whylen bytes, may be NULL) receives the reason
+ * instead of stderr (ranks disagreeing on a tuning value, an MPI error). */
+int pmc_comm_create_why(uintptr_t mpi_comm, const pmc_config *cfg, pmc_comm **out, char *why, size_t whylen);
 /* Local: unmaps the segment and frees the communicators; works after errors. */
 int pmc_comm_free(pmc_comm *c);
 int pmc_comm_layout(const pmc_comm *c, pmc_layout *out);
@@ -143,6 +150,15 @@ int pmc_comm_broken(const pmc_comm *c);
 /* Messages and bytes this rank has sent to other nodes on its lane (the
  * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
+/* Path trials of collective `coll` (PMC_COLL_*) in size class `k` (payloads
+ * of [16 KiB << k, 32 KiB << k); the last class has no upper end): trial
+ * calls done, the agreed path (-1 while undecided, else 0 for the cells or 2
+ * for single copy), and the fastest trial per path in seconds (the slowest
+ * rank's, once agreed; this rank's before). PMC_ERR_ARG for a code or class
+ * out of range; *calls is 0 where trials are off. */
+enum { PMC_TRIAL_SIZE_CLASSES = 26 };
+int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *chosen, double *cells_s,
+                        double *single_copy_s);
 
 /* Trace identifier of the communicator: the same string on every member. */
 const char *pmc_comm_trace_id(const pmc_comm *c);

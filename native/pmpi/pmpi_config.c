@@ -65,7 +65,8 @@ static int known_name(const char *name)
         "PYMCOLL_PROGRESS_THREAD", "PYMCOLL_SHM", "PYMCOLL_SHM_SIZE", "PYMCOLL_HEAP_SIZE", "PYMCOLL_SHM_DIR",
         "PYMCOLL_CHUNK_SIZE", "PYMCOLL_COPY", "PYMCOLL_INLINE_MAX", "PYMCOLL_REDUCE_FLAT_MAX",
         "PYMCOLL_LANES_SMALL_MAX", "PYMCOLL_LANES_BCAST_TREE_MAX", "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_CMA_MIN",
-        "PYMCOLL_STREAM_MIN", "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS", "PYMCOLL_WAIT"};
+        "PYMCOLL_STREAM_MIN", "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS", "PYMCOLL_WAIT",
+        "PYMCOLL_PATH_TRIALS"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
         if (strcmp(names[i], name) == 0) return 1;
     char buf[96];
@@ -293,6 +294,11 @@ int pmpi_config_read(pmpi_context *ctx, char *err, size_t errlen)
     if (rc == 0 && (v = raw(t, "PYMCOLL_CHECK")) != NULL) rc = parse_flag("PYMCOLL_CHECK", v, &ctx->cfg.check, err, errlen);
     if (rc == 0 && (v = raw(t, "PYMCOLL_PROGRESS_THREAD")) != NULL)
         rc = parse_flag("PYMCOLL_PROGRESS_THREAD", v, &ctx->cfg.progress_thread, err, errlen);
+    if (rc == 0 && (v = raw(t, "PYMCOLL_PATH_TRIALS")) != NULL) {
+        int trials = 1;
+        rc = parse_flag("PYMCOLL_PATH_TRIALS", v, &trials, err, errlen);
+        ctx->cfg.fixed_paths = !trials;
+    }
     if (rc == 0 && (v = raw(t, "PYMCOLL_PMPI_VERBOSE")) != NULL) rc = parse_flag("PYMCOLL_PMPI_VERBOSE", v, &ctx->verbose, err, errlen);
     if (rc == 0) rc = read_sizes(ctx, t, err, errlen);
     if (rc == 0) rc = read_choices(ctx, t, err, errlen);

@@ -217,7 +217,7 @@ static int host_oversubscribed(pmc_comm *c, MPI_Comm host, int *out)
  * hang, so creation fails instead, naming the setting. */
 static int agree_tuning(pmc_comm *c)
 {
-    enum { N = 7 + PMC_COLL_COUNT };
+    enum { N = 8 + PMC_COLL_COUNT };
     int64_t v[2 * N];
     v[0] = (int64_t)c->inline_max;
     v[1] = (int64_t)c->cma_min;
@@ -226,15 +226,17 @@ static int agree_tuning(pmc_comm *c)
     v[4] = (int64_t)c->lanes_small_max;
     v[5] = (int64_t)c->lanes_direct_min;
     v[6] = (int64_t)c->lanes_bcast_tree_max;
-    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[7 + i] = c->algorithm[i];
+    v[7] = c->path_trials;
+    for (int i = 0; i < PMC_COLL_COUNT; ++i) v[8 + i] = c->algorithm[i];
     for (int i = 0; i < N; ++i) v[N + i] = -v[i];
     CHECK_MPI(c, MPI_Allreduce(MPI_IN_PLACE, v, 2 * N, MPI_INT64_T, MPI_MAX, c->comm));
     for (int i = 0; i < N; ++i) {
         if (v[i] == -v[N + i]) continue;
         static const char *const names[] = {"PYMCOLL_INLINE_MAX", "PYMCOLL_CMA_MIN", "PYMCOLL_COPY",
                                              "PYMCOLL_REDUCE_FLAT_MAX", "PYMCOLL_LANES_SMALL_MAX",
-                                             "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_LANES_BCAST_TREE_MAX"};
-        const char *what = i < 7 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
+                                             "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_LANES_BCAST_TREE_MAX",
+                                             "PYMCOLL_PATH_TRIALS"};
+        const char *what = i < 8 ? names[i] : "PYMCOLL_<COLLECTIVE>_ALGORITHM";
         return pmc_fail(c, PMC_ERR_ARG, "%s differs across ranks (from %lld to %lld); every rank must use the "
                         "same tuning, or ranks would take different paths and hang", what,
                         (long long)-v[N + i], (long long)v[i]);
@@ -397,6 +399,12 @@ void pmc_config_defaults(pmc_config *cfg)
 
 int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out)
 {
+    return pmc_comm_create_why(mpi_comm, cfg_in, out, NULL, 0);
+}
+
+int pmc_comm_create_why(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out, char *why, size_t whylen)
+{
+    if (why != NULL && whylen > 0) why[0] = '\0';
     if (out == NULL) return PMC_ERR_ARG;
     *out = NULL;
     pmc_config cfg, dflt;
@@ -436,11 +444,13 @@ int pmc_comm_create(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm **out
     c->lanes_direct_min = cfg.lanes_direct_min;
     c->lanes_bcast_tree_max = cfg.lanes_bcast_tree_max;
     c->copy = cfg.copy;
+    c->path_trials = !cfg.fixed_paths && cfg.cma_min == 0 && cfg.copy == PMC_COPY_AUTO;
     for (int i = 1; i < PMC_COLL_COUNT; ++i) c->algorithm[i] = cfg.algorithm[i - 1];
     int rc = create(c, (MPI_Comm)mpi_comm, &cfg);
     if (rc != PMC_OK) {
         /* Keep the message for the caller: it is all they get. */
-        fprintf(stderr, "pymcoll: communicator creation failed: %s\n", c->errmsg);
+        if (why != NULL && whylen > 0) snprintf(why, whylen, "%s", c->errmsg);
+        else fprintf(stderr, "pymcoll: communicator creation failed: %s\n", c->errmsg);
         pmc_comm_free(c);
         return rc;
     }
@@ -534,6 +544,20 @@ const char *pmc_comm_note(const pmc_comm *c) { return c ? c->note : ""; }
 const char *pmc_comm_trace_id(const pmc_comm *c) { return c && c->trace ? c->trace->id : ""; }
 uint64_t pmc_comm_seq(const pmc_comm *c) { return c ? c->coll_seq : 0; }
 int pmc_comm_broken(const pmc_comm *c) { return c ? c->broken : 1; }
+
+int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *chosen, double *cells_s,
+                        double *single_copy_s)
+{
+    if (c == NULL || coll <= 0 || coll >= PMC_COLL_COUNT || k < 0 || k >= PMC_TRIAL_CLASSES || calls == NULL ||
+        chosen == NULL || cells_s == NULL || single_copy_s == NULL)
+        return PMC_ERR_ARG;
+    const pmc_trial_class *t = &c->trials[coll][k];
+    *calls = t->calls;
+    *chosen = t->chosen - 1;
+    *cells_s = t->best[0];
+    *single_copy_s = t->best[1];
+    return PMC_OK;
+}
 
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes)
 {

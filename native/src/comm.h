@@ -13,6 +13,21 @@
 
 #define PMC_ERRMSG_LEN 768
 
+/* Per-launch copy-path trials (coll/path_trials.c): the first blocking calls
+ * of a collective in each size class, from 16 KiB, alternate between the
+ * cells and single copy; the ranks then agree on the faster for the rest of
+ * the communicator's life. Classes are powers of two of the payload. */
+#define PMC_TRIAL_MIN_LOG2 14
+#define PMC_TRIAL_CLASSES PMC_TRIAL_SIZE_CLASSES
+typedef struct pmc_trial_class {
+    uint8_t calls;      /* trial calls completed */
+    int8_t chosen;      /* 0: undecided; else the agreed PMC_PATH_* + 1 */
+    int8_t first;       /* the table's path (the first trial's), kept on a tie */
+    double arrive[PMC_TRIAL_CALLS]; /* when this rank began each trial (CLOCK_MONOTONIC, s) */
+    double end[PMC_TRIAL_CALLS];    /* and finished it */
+    double best[2];     /* once agreed: the fastest trial per path (cells, single copy), seconds */
+} pmc_trial_class;
+
 struct pmc_comm {
     MPI_Comm comm;      /* private duplicate of the user's communicator */
     MPI_Comm nodecomm;  /* ranks of this (virtual) node */
@@ -43,6 +58,9 @@ struct pmc_comm {
     uint64_t lanes_direct_min;
     uint64_t lanes_bcast_tree_max;
     int copy;
+    int path_trials;    /* time both copy paths per size class (no PYMCOLL_PATH_TRIALS=0, no fixed PYMCOLL_CMA_MIN) */
+    pmc_trial_class trials[PMC_COLL_COUNT][PMC_TRIAL_CLASSES];
+    pmc_op *op_cur;     /* op running now (its path trial) */
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */
     pmc_heap *heap;     /* shared heap of this node (owns the segment mapping when set) */
@@ -128,11 +146,20 @@ void pmc_took(pmc_comm *c, int family);
  * collective has such a variant for this call. */
 int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma);
 /* Whether a block of `bytes` between two local ranks of a v form moves by
- * single copy (both ends know the count, so they choose alike). */
+ * single copy (both ends know the count, so they choose alike); one call
+ * decides many blocks, so the table decides, not a trial. */
+int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes);
 static inline int pmc_single_copy(const pmc_comm *c, int coll, uint64_t bytes)
 {
-    return bytes > 0 && pmc_node_path(c, coll, bytes, 0, 1) == PMC_PATH_CMA;
+    return bytes > 0 && pmc_block_path(c, coll, bytes) == PMC_PATH_CMA;
 }
+/* Path trials (coll/path_trials.c). pmc_trial_path: the path of this call
+ * when it may be a trial or a trial has decided (`table`: the table's), else
+ * `table`. pmc_trial_finish: after a trial call's algorithm, records its time
+ * and, after the last trial of its class, agrees on the faster path (a
+ * coroutine step of the op). */
+int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table);
+int pmc_trial_finish(pmc_op *op);
 /* Bytes from a buffer's start that the blocks counts[i] at displs[i]
  * (i < n, bytes) span. */
 static inline uint64_t pmc_v_extent(const uint64_t *counts, const uint64_t *displs, int n)

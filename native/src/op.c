@@ -125,6 +125,7 @@ static int op_body(pmc_op *op)
         }
     }
     PMC_AWAIT(f, pmc_coll_table(op->a.coll)->run(op));
+    if (op->trial_path >= 0) PMC_AWAIT(f, pmc_trial_finish(op));
     PMC_CO_END(f);
 }
 
@@ -134,7 +135,9 @@ static int op_step(pmc_op *op)
     c->node_ctx.coll = pmc_coll_name(op->a.coll);
     c->node_ctx.coll_seq = op->seq;
     c->trace_cur = op->trace != NULL && op->trace->seq == op->seq ? op->trace : NULL;
+    c->op_cur = op;
     const int rc = op_body(op);
+    c->op_cur = NULL;
     c->trace_cur = NULL;
     if (rc != PMC_OK && rc != PMC_PENDING) {
         /* A failed op never resumes: what it left with MPI is settled now,
@@ -157,6 +160,7 @@ static void op_reset(pmc_op *op)
     op->mreq = MPI_REQUEST_NULL;
     op->wait_start = 0.0;
     op->polls = 0;
+    op->trial_path = -1;
 }
 
 static void request_release(pmc_op *op)
@@ -274,6 +278,7 @@ int pmc_run(pmc_comm *c, const pmc_args *args)
     op.c = c;
     op.blocking = 1;
     op_reset(&op);
+    op.trial_ok = 1;
     rc = pmc_coll_leave(c, &op, op_step(&op));
     free(op.agree_v); /* left by an agreement that failed in MPI */
     pthread_mutex_unlock(&c->lock);

@@ -24,6 +24,9 @@
 /* Returned by a step that must wait for peers (never seen by users). */
 #define PMC_PENDING (-1)
 
+/* Blocking calls per collective and size class that try the copy paths in
+ * turn (coll/path_trials.c). */
+#define PMC_TRIAL_CALLS 6
 /* Nesting depth of algorithms: entry, composition, node algorithm, helper. */
 #define PMC_FRAMES 6
 
@@ -57,6 +60,11 @@ struct pmc_request {
     double wait_start;     /* non-blocking waits: when this wait began (0: not yet) */
     uint32_t polls;
     int64_t agree[10];     /* PYMCOLL_CHECK exchange */
+    /* Path trial (coll/path_trials.c): only blocking calls time their path. */
+    int trial_ok;          /* a blocking call: may be a trial */
+    int trial_path;        /* PMC_PATH_* this call tries (-1: not a trial) */
+    int trial_class;       /* its size class */
+    double trial_x[2 * PMC_TRIAL_CALLS]; /* the agreement's exchange: every trial's arrival and end */
     int64_t *agree_v;      /* its per-pair counts part (v forms; NULL otherwise) */
     struct pmc_request *next;             /* in the communicator's queue */
     struct pmc_request *reg_prev, *reg_next; /* every request of the communicator */

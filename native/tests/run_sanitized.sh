@@ -5,18 +5,22 @@
 # tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
 #
-# Usage: native/tests/run_sanitized.sh [--valgrind] [builddir]   (default build-sanitize)
+# Usage: native/tests/run_sanitized.sh [--valgrind] [--build-only] [builddir]   (default build-sanitize)
+# --build-only configures and builds (both builds with --valgrind) and runs nothing; a later run
+# reuses the builds.
 # Needs mpicc and mpiexec on PATH (MPICH or Open MPI). Exit status non-zero
 # when a build or any test fails.
 set -u -o pipefail
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 
 builddir=build-sanitize
 use_valgrind=0
+build_only=0
 for arg in "$@"; do
     case "$arg" in
     --valgrind) use_valgrind=1 ;;
+    --build-only) build_only=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "unknown option: $arg" >&2; usage >&2; exit 2 ;;
     *) builddir=$arg ;;
@@ -74,6 +78,16 @@ echo "### configure and build $builddir (ASan + UBSan)"
 configure "$builddir" -Db_sanitize=address,undefined -Db_lundef=false || exit 1
 build "$builddir" pymcoll_pmpi || { echo "build of $builddir failed" >&2; exit 1; }
 bin=$builddir/native/tests
+vdir=$builddir-valgrind
+if [ "$build_only" -eq 1 ]; then
+    if [ "$use_valgrind" -eq 1 ]; then
+        echo "### configure and build $vdir (plain debug, for valgrind)"
+        configure "$vdir" -Db_sanitize=none || exit 1
+        build "$vdir" || { echo "build of $vdir failed" >&2; exit 1; }
+    fi
+    echo "### built in $((SECONDS - start)) s"
+    exit 0
+fi
 
 # Both sanitizers stop at the first report; UBSan with a stack trace.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -129,7 +143,6 @@ else
 fi
 
 if [ "$use_valgrind" -eq 1 ]; then
-    vdir=$builddir-valgrind
     echo "### configure and build $vdir (plain debug, for valgrind)"
     configure "$vdir" -Db_sanitize=none || exit 1
     build "$vdir" || { echo "build of $vdir failed" >&2; exit 1; }

@@ -64,7 +64,7 @@ uint64_t pmc_single_copy_min(const pmc_comm *c, int coll)
     return c->cma_min != 0 ? c->cma_min : pmc_single_copy_min_default(coll, c->node_ctx.local_size);
 }
 
-static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma)
+static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma, int may_try)
 {
     /* A node of one rank maps no segment; the copy algorithms handle it. */
     if (c->node_ctx.local_size == 1) return PMC_PATH_CICO;
@@ -78,14 +78,20 @@ static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_in
     if (can_inline && payload <= c->inline_max && payload <= PMC_INLINE_BYTES) return PMC_PATH_INLINE;
     if (can_cma && c->cma_ok) {
         const uint64_t least = pmc_single_copy_min(c, coll);
-        if (least != 0 && payload >= least) return PMC_PATH_CMA;
+        const int table = least != 0 && payload >= least ? PMC_PATH_CMA : PMC_PATH_CICO;
+        return may_try ? pmc_trial_path(c, coll, payload, table) : table;
     }
     return PMC_PATH_CICO;
 }
 
+int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes)
+{
+    return choose_path(c, coll, bytes, 0, 1, 0);
+}
+
 int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma)
 {
-    const int path = choose_path(c, coll, payload, can_inline, can_cma);
+    const int path = choose_path(c, coll, payload, can_inline, can_cma, 1);
     if (c->trace_cur != NULL) c->trace_cur->paths |= (uint8_t)(1u << path);
     return path;
 }

@@ -1,0 +1,150 @@
+"""Copy-path trials: on one node, the first blocking calls of each collective
+and size class take copy in/copy out and single copy in turn and the ranks
+then keep the faster. Every call's result must be right whichever path it
+took, requests started during and after the trials must be right too, and
+every rank must report the same choices.
+
+Usage: python -m mpi_programs.path_trials MODE
+MODE "on": every collective with a single-copy path, called 9 times at each
+size from 16 KiB, must have finished its trials with a choice; "off": no
+trial may have run (PYMCOLL_PATH_TRIALS=0, a fixed PYMCOLL_CMA_MIN or
+PYMCOLL_COPY, several nodes); "mismatch": ranks that disagree on
+PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+import pymcoll
+
+from .common import main
+
+# 16 KiB - 8 has no class; the others fall in three classes (16-32 KiB, 128-256 KiB, 1-2 MiB).
+SIZES = (16384 - 8, 16384, 200 << 10, 1 << 20)
+CALLS = 9  # six trials, then the choice
+
+
+def expect_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    if not np.array_equal(got, want):
+        bad = np.flatnonzero(got != want)
+        raise AssertionError(f"{what}: {bad.size} elements differ, first at {bad[:4]}: {got[bad[:4]]} != {want[bad[:4]]}")
+
+
+def calls(comm: pymcoll.Comm, nbytes: int, call: int) -> list[tuple[str, Callable[[], None]]]:
+    """One round of every collective at `nbytes` per rank; each checks its result."""
+    rank, size = comm.rank, comm.size
+    n = nbytes // 8
+
+    def mine(r: int = rank) -> np.ndarray:
+        return np.arange(n, dtype=np.float64) + 1000 * call + r * 7
+
+    def bcast() -> None:
+        buf = mine(1) if rank == 1 % size else np.full(n, -1.0)
+        comm.Bcast(buf, root=1 % size)
+        expect_equal(buf, mine(1), f"Bcast {nbytes} B call {call}")
+
+    def allgather() -> None:
+        out = np.empty(n * size)
+        comm.Allgather(mine(), out)
+        expect_equal(out, np.concatenate([mine(r) for r in range(size)]), f"Allgather {nbytes} B call {call}")
+
+    def allgatherv() -> None:
+        counts = [n - r % 2 for r in range(size)]
+        out = np.full(sum(counts) + 3, -1.0)
+        comm.Allgatherv(mine()[:counts[rank]], [out, counts, [sum(counts[:r]) for r in range(size)], MPI.DOUBLE])
+        want = np.concatenate([mine(r)[:counts[r]] for r in range(size)] + [np.full(3, -1.0)])
+        expect_equal(out, want, f"Allgatherv {nbytes} B call {call}")
+
+    def gather() -> None:
+        out = np.full(n * size, -1.0) if rank == 0 else None
+        comm.Gather(mine(), out, root=0)
+        if rank == 0:
+            expect_equal(out, np.concatenate([mine(r) for r in range(size)]), f"Gather {nbytes} B call {call}")
+
+    def scatter() -> None:
+        send = np.concatenate([mine(r) for r in range(size)]) if rank == 0 else None
+        out = np.full(n, -1.0)
+        comm.Scatter(send, out, root=0)
+        expect_equal(out, mine(), f"Scatter {nbytes} B call {call}")
+
+    def alltoall() -> None:
+        send = np.concatenate([mine() + 0.5 * d for d in range(size)])
+        out = np.full(n * size, -1.0)
+        comm.Alltoall(send, out)
+        expect_equal(out, np.concatenate([mine(s) + 0.5 * rank for s in range(size)]), f"Alltoall {nbytes} B call {call}")
+
+    def reduce_scatter_block() -> None:
+        send = np.concatenate([mine() * (d + 1) for d in range(size)])
+        out = np.full(n, -1.0)
+        comm.Reduce_scatter_block(send, out, op=MPI.SUM)
+        expect_equal(out, sum(mine(r) * (rank + 1) for r in range(size)), f"Reduce_scatter_block {nbytes} B call {call}")
+
+    def scan() -> None:
+        out = np.full(n, -1.0)
+        comm.Scan(mine(), out, op=MPI.SUM)
+        expect_equal(out, sum(mine(r) for r in range(rank + 1)), f"Scan {nbytes} B call {call}")
+
+    def ibcast() -> None:
+        # A request between blocking calls: it takes the agreed path, or the table's during the trials.
+        buf = mine(0) if rank == 0 else np.full(n, -1.0)
+        comm.Ibcast(buf, root=0).Wait()
+        expect_equal(buf, mine(0), f"Ibcast {nbytes} B call {call}")
+
+    return [("Bcast", bcast), ("Allgather", allgather), ("Allgatherv", allgatherv), ("Gather", gather),
+            ("Scatter", scatter), ("Alltoall", alltoall), ("Reduce_scatter_block", reduce_scatter_block),
+            ("Scan", scan), ("Ibcast", ibcast)]
+
+
+def body() -> None:
+    mode = sys.argv[1]
+    if mode == "mismatch":
+        # Ranks that would try paths beside ranks that would not must be refused at creation.
+        os.environ["PYMCOLL_PATH_TRIALS"] = "0" if MPI.COMM_WORLD.rank == 0 else "1"
+        try:
+            pymcoll.Comm(MPI.COMM_WORLD)
+        except ValueError as exc:
+            assert "PYMCOLL_PATH_TRIALS differs across ranks" in str(exc), str(exc)
+        else:
+            raise AssertionError("a communicator was made although PYMCOLL_PATH_TRIALS differs across ranks")
+        MPI.COMM_WORLD.Barrier()
+        if MPI.COMM_WORLD.rank == 0:
+            print("path trials ok")
+        return
+    comm = pymcoll.Comm(MPI.COMM_WORLD)
+    for nbytes in SIZES:
+        for call in range(CALLS):
+            for _name, run in calls(comm, nbytes, call):
+                run()
+    trials = comm.path_trials()
+    everyone = MPI.COMM_WORLD.allgather([(t["collective"], t["min_bytes"], t["calls"], t["chosen"]) for t in trials])
+    assert all(e == everyone[0] for e in everyone), f"ranks report different trials: {everyone}"
+    if mode == "off":
+        assert trials == [], trials
+    else:
+        assert comm.layout.nnodes == 1
+        names = {t["collective"] for t in trials}
+        # Every collective that has a single-copy path on one node tried both.
+        assert names >= {"Bcast", "Allgather", "Allgatherv", "Gather", "Scatter", "Alltoall",
+                         "Reduce_scatter_block", "Scan"}, names
+        for t in trials:
+            assert t["calls"] == 6 and t["chosen"] in ("cells", "single copy"), t
+            assert t["min_bytes"] >= 16384 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
+            winner = t["cells_s"] if t["chosen"] == "cells" else t["single_copy_s"]
+            assert winner <= max(t["cells_s"], t["single_copy_s"]), t
+        # No trial below 16 KiB per rank: the smallest size (16 KiB - 8 B) made no class of its own.
+        assert min(t["min_bytes"] for t in trials) == 16384, trials
+    if comm.rank == 0:
+        print(f"path trials {mode}: {len(trials)} classes, " + ", ".join(
+            f"{t['collective']}@{t['min_bytes'] >> 10}K->{t['chosen']}" for t in trials))
+        print("path trials ok")
+    comm.Free()
+
+
+if __name__ == "__main__":
+    main(body)
