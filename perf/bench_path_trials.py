@@ -9,7 +9,7 @@ calls on the same buffers, the three variants interleaved block by block (OSU-st
 before a block, none inside); the warm-up block holds the trials. The slowest rank's median is
 the call's time.
 
-    python perf/bench_path_trials.py [--np 2] [--colls bcast,allgather,...] [--sizes 16K,64K,...]
+    python perf/bench_path_trials.py [--np 2] [--colls bcast,allgather,...] [--sizes 64K,256K,...]
 
 Results: perf/results/path_trials_np<N>.json and .png.
 """
@@ -88,8 +88,8 @@ def worker(a: argparse.Namespace) -> None:
                     run = calls[v]
                     world.Barrier()
                     t = time.perf_counter()
-                    # The warm-up block runs at least the trials' six calls.
-                    for _ in range(iters if block else max(iters, 8)):
+                    # The warm-up block runs at least the trials (eight calls).
+                    for _ in range(iters if block else max(iters, 10)):
                         run()
                     if block:
                         times[v].append((time.perf_counter() - t) / iters)
@@ -97,15 +97,19 @@ def worker(a: argparse.Namespace) -> None:
             name = COLLS[coll]
             least = pymcoll.single_copy_min(name, local)
             table_path = "single copy" if least and nbytes >= least else "cells"
-            chosen = [t["chosen"] for t in trials.path_trials()
-                      if t["collective"] == name and t["min_bytes"] <= nbytes < 2 * t["min_bytes"]]
+            tried = [t for t in trials.path_trials()
+                     if t["collective"] == name and t["min_bytes"] <= nbytes < 2 * t["min_bytes"]]
             row = {"collective": name, "bytes": n * 8, "iters": iters, **{f"{v} us": 1e6 * m for v, m in med.items()},
-                   "table_path": table_path, "trials_choice": chosen[0] if chosen else None}
+                   "table_path": table_path, "trials_choice": tried[0]["chosen"] if tried else None,
+                   "trial_cells_us": 1e6 * tried[0]["cells_s"] if tried else None,
+                   "trial_single_copy_us": 1e6 * tried[0]["single_copy_s"] if tried else None}
             rows.append(row)
             if rank == 0:
                 print(f"{name:>22s} {n * 8:9d} {row['mpi us']:9.1f} {row['table us']:9.1f} {row['trials us']:9.1f} "
                       f"{med['table'] / med['mpi']:6.2f} {med['trials'] / med['mpi']:6.2f}  "
-                      f"{table_path} / {row['trials_choice']}", flush=True)
+                      f"{table_path} / {row['trials_choice']}"
+                      + (f" (trials: cells {row['trial_cells_us']:.1f}, single copy {row['trial_single_copy_us']:.1f} us)"
+                         if tried else ""), flush=True)
     if rank == 0:
         doc = run_record(ranks=size, local_ranks=local, blocks=a.blocks,
                          mpi=MPI.Get_library_version().splitlines()[0], rows=rows)
@@ -143,7 +147,7 @@ def main() -> int:
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--colls", type=lambda s: s.split(","), default=list(COLLS))
     ap.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",")],
-                    default=[16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20])
+                    default=[64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20])
     ap.add_argument("--iters", type=int, default=200, help="calls per block at most (fewer for large messages)")
     ap.add_argument("--min-iters", type=int, default=10, help="calls per block at least")
     ap.add_argument("--blocks", type=int, default=5)

@@ -541,7 +541,7 @@ class Comm:
         trial of each path, in seconds: the slowest rank's once chosen, this rank's before).
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
-        ``PYMCOLL_COPY``, more than one node) or no blocking call of 16 KiB or more per rank ran.
+        ``PYMCOLL_COPY``, more than one node) or no blocking call of 256 KiB or more per rank ran.
         """
         handle = self._live_handle("path_trials")
         calls, chosen = ffi.new("int *"), ffi.new("int *")
@@ -554,7 +554,7 @@ class Comm:
                     self._check(rc, "path_trials")
                 if calls[0] == 0:
                     continue
-                out.append({"collective": name, "min_bytes": 16384 << k, "calls": int(calls[0]),
+                out.append({"collective": name, "min_bytes": (256 << 10) << k, "calls": int(calls[0]),
                             "chosen": {-1: None, 0: "cells", 2: "single copy"}[chosen[0]],
                             "cells_s": float(cells[0]), "single_copy_s": float(single[0])})
         return out

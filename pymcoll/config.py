@@ -302,8 +302,8 @@ OPTIONS: dict[str, Option] = {
                "measured (1 MiB for Alltoall(v) to 32 MiB for Gatherv at 2 ranks, less for "
                "Alltoall(v), Gather and Scatter(v) as local ranks grow; `python -m pymcoll info` lists them)"),
         Option("PYMCOLL_PATH_TRIALS", True, parse_flag,
-               "1: on one node, the first blocking calls of each collective and size class (powers of two "
-               "from 16 KiB) take copy in/copy out and single copy in turn, and the ranks keep the faster "
+               "1: on one node, the first eight blocking calls of each collective and size class (powers of two "
+               "from 256 KiB) take copy in/copy out and single copy in turn, and the ranks keep the faster "
                "for the communicator's life (off where PYMCOLL_CMA_MIN or PYMCOLL_COPY fixes the path); "
                "0: the crossover table alone chooses"),
     )

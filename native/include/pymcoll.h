@@ -80,7 +80,7 @@ typedef struct pmc_config {
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
     int fixed_paths;         /* 1: the crossover table alone chooses between the cells and single copy
                                 (PYMCOLL_PATH_TRIALS=0); 0: on one node, the first blocking calls of each
-                                collective and size class from 16 KiB try both and the ranks keep the faster
+                                collective and size class from 256 KiB try both and the ranks keep the faster
                                 (not when cma_min or copy fixes the path) */
 } pmc_config;
 
@@ -151,7 +151,7 @@ int pmc_comm_broken(const pmc_comm *c);
  * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k` (payloads
- * of [16 KiB << k, 32 KiB << k); the last class has no upper end): trial
+ * of [256 KiB << k, 512 KiB << k); the last class has no upper end): trial
  * calls done, the agreed path (-1 while undecided, else 0 for the cells or 2
  * for single copy), and the fastest trial per path in seconds (the slowest
  * rank's, once agreed; this rank's before). PMC_ERR_ARG for a code or class

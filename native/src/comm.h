@@ -14,17 +14,16 @@
 #define PMC_ERRMSG_LEN 768
 
 /* Per-launch copy-path trials (coll/path_trials.c): the first blocking calls
- * of a collective in each size class, from 16 KiB, alternate between the
- * cells and single copy; the ranks then agree on the faster for the rest of
+ * of a collective in each size class, from 256 KiB, try the cells and
+ * single copy; the ranks then agree on the faster for the rest of
  * the communicator's life. Classes are powers of two of the payload. */
-#define PMC_TRIAL_MIN_LOG2 14
+#define PMC_TRIAL_MIN_LOG2 18
 #define PMC_TRIAL_CLASSES PMC_TRIAL_SIZE_CLASSES
 typedef struct pmc_trial_class {
     uint8_t calls;      /* trial calls completed */
     int8_t chosen;      /* 0: undecided; else the agreed PMC_PATH_* + 1 */
     int8_t first;       /* the table's path (the first trial's), kept on a tie */
-    double arrive[PMC_TRIAL_CALLS]; /* when this rank began each trial (CLOCK_MONOTONIC, s) */
-    double end[PMC_TRIAL_CALLS];    /* and finished it */
+    double end[PMC_TRIAL_CALLS]; /* when this rank finished each trial (CLOCK_MONOTONIC, s) */
     double best[2];     /* once agreed: the fastest trial per path (cells, single copy), seconds */
 } pmc_trial_class;
 

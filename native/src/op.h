@@ -26,7 +26,7 @@
 
 /* Blocking calls per collective and size class that try the copy paths in
  * turn (coll/path_trials.c). */
-#define PMC_TRIAL_CALLS 6
+#define PMC_TRIAL_CALLS 8
 /* Nesting depth of algorithms: entry, composition, node algorithm, helper. */
 #define PMC_FRAMES 6
 
@@ -64,7 +64,7 @@ struct pmc_request {
     int trial_ok;          /* a blocking call: may be a trial */
     int trial_path;        /* PMC_PATH_* this call tries (-1: not a trial) */
     int trial_class;       /* its size class */
-    double trial_x[2 * PMC_TRIAL_CALLS]; /* the agreement's exchange: every trial's arrival and end */
+    double trial_x[PMC_TRIAL_CALLS]; /* the agreement's exchange: when every trial ended */
     int64_t *agree_v;      /* its per-pair counts part (v forms; NULL otherwise) */
     struct pmc_request *next;             /* in the communicator's queue */
     struct pmc_request *reg_prev, *reg_next; /* every request of the communicator */

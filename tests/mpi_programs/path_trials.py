@@ -5,8 +5,8 @@ took, requests started during and after the trials must be right too, and
 every rank must report the same choices.
 
 Usage: python -m mpi_programs.path_trials MODE
-MODE "on": every collective with a single-copy path, called 9 times at each
-size from 16 KiB, must have finished its trials with a choice; "off": no
+MODE "on": every collective with a single-copy path, called 10 times at each
+size from 256 KiB, must have finished its trials with a choice; "off": no
 trial may have run (PYMCOLL_PATH_TRIALS=0, a fixed PYMCOLL_CMA_MIN or
 PYMCOLL_COPY, several nodes); "mismatch": ranks that disagree on
 PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made.
@@ -25,9 +25,9 @@ import pymcoll
 
 from .common import main
 
-# 16 KiB - 8 has no class; the others fall in three classes (16-32 KiB, 128-256 KiB, 1-2 MiB).
-SIZES = (16384 - 8, 16384, 200 << 10, 1 << 20)
-CALLS = 9  # six trials, then the choice
+# 256 KiB - 8 has no class; the others fall in two (256-512 KiB, 1-2 MiB).
+SIZES = ((256 << 10) - 8, 256 << 10, 1 << 20)
+CALLS = 10  # eight trials, then the choice
 
 
 def expect_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -133,12 +133,12 @@ def body() -> None:
         assert names >= {"Bcast", "Allgather", "Allgatherv", "Gather", "Scatter", "Alltoall",
                          "Reduce_scatter_block", "Scan"}, names
         for t in trials:
-            assert t["calls"] == 6 and t["chosen"] in ("cells", "single copy"), t
-            assert t["min_bytes"] >= 16384 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
+            assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
+            assert t["min_bytes"] >= 256 << 10 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
             winner = t["cells_s"] if t["chosen"] == "cells" else t["single_copy_s"]
             assert winner <= max(t["cells_s"], t["single_copy_s"]), t
-        # No trial below 16 KiB per rank: the smallest size (16 KiB - 8 B) made no class of its own.
-        assert min(t["min_bytes"] for t in trials) == 16384, trials
+        # No trial below 256 KiB per rank: the smallest size (256 KiB - 8 B) made no class of its own.
+        assert min(t["min_bytes"] for t in trials) == 256 << 10, trials
     if comm.rank == 0:
         print(f"path trials {mode}: {len(trials)} classes, " + ", ".join(
             f"{t['collective']}@{t['min_bytes'] >> 10}K->{t['chosen']}" for t in trials))

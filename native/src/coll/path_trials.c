@@ -5,17 +5,20 @@
  * no cheap probe at creation tells such hosts apart (perf/studies/
  * copy_paths.md). So the real calls decide: the first PMC_TRIAL_CALLS
  * blocking calls of a collective in each size class on one node take the
- * two paths in turn, starting with the table's. Each rank notes when it
- * began and ended each trial; after the last one the ranks exchange these
- * (one Iallreduce of maxima) and time each trial from the last rank's
- * arrival to the last rank's end: the collective's own critical path,
- * without the skew the caller brought in (a rank's own duration would
- * charge a late peer to whichever path makes early ranks wait). The
- * faster path's best trial wins, and every later call of the class takes
- * it. All inputs are the same on every rank (call order, sizes MPI makes
- * them agree on; one node shares one clock), so the ranks try and choose
- * alike. Requests (non-blocking, persistent) are not timed: their time
- * includes the caller's work; they take the agreed path once there is one. */
+ * table's path, then the other, half of them each (in runs: a switch of
+ * path makes the cells wait for everything before to be read, which
+ * alternating calls would charge to every cells trial). Each rank notes
+ * when it ended each trial; after the last one the ranks exchange these
+ * (one Iallreduce of maxima), and a path's time is its shortest period
+ * between consecutive ends of the collective within its run: what a loop
+ * of these calls costs per call on this host, with the overlap the cells
+ * allow (a root runs ahead of its readers) and the caller's own work
+ * between calls counted alike for both paths. The first call of a run,
+ * which pays the switch, starts no period. The faster path wins, and every
+ * later call of the class takes it. All inputs are the same on every rank
+ * (call order, sizes MPI makes them agree on; one node shares one clock),
+ * so the ranks try and choose alike. Requests (non-blocking, persistent)
+ * are not timed; they take the agreed path once there is one. */
 #include <time.h>
 
 #include "../comm.h"
@@ -31,7 +34,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Size class of a payload: its power of two, from 16 KiB; -1 below. */
+/* Size class of a payload: its power of two, from 256 KiB; -1 below. Below
+ * 256 KiB the cells' table entries held on every host measured (single
+ * copy never won there by more than trial noise: perf/studies/copy_paths.md). */
 static int class_of(uint64_t payload)
 {
     if (payload < (UINT64_C(1) << PMC_TRIAL_MIN_LOG2)) return -1;
@@ -53,11 +58,8 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
     if (op->trial_path >= 0) return op->trial_class == k ? op->trial_path : table;
     const int first = t->calls == 0 ? table : t->first;
     const int other = first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA;
-    op->trial_path = t->calls % 2 == 0 ? first : other;
+    op->trial_path = t->calls < PMC_TRIAL_CALLS / 2 ? first : other;
     op->trial_class = k;
-    /* The class's record is written only between calls (pmc_trial_finish);
-     * the arrival waits in the op until then. */
-    op->trial_x[0] = now_s();
     return op->trial_path;
 }
 
@@ -71,17 +73,13 @@ int pmc_trial_finish(pmc_op *op)
     {
         const int i = t->calls;
         if (i == 0) t->first = (int8_t)op->trial_path;
-        t->arrive[i] = op->trial_x[0];
         t->end[i] = now_s();
         if (++t->calls < PMC_TRIAL_CALLS) {
             f->pc = 0;
             return PMC_OK;
         }
-        for (int j = 0; j < PMC_TRIAL_CALLS; ++j) {
-            op->trial_x[j] = t->arrive[j];
-            op->trial_x[PMC_TRIAL_CALLS + j] = t->end[j];
-        }
-        const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, 2 * PMC_TRIAL_CALLS, MPI_DOUBLE, MPI_MAX, c->comm,
+        for (int j = 0; j < PMC_TRIAL_CALLS; ++j) op->trial_x[j] = t->end[j];
+        const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, PMC_TRIAL_CALLS, MPI_DOUBLE, MPI_MAX, c->comm,
                                        &op->mreq);
         if (mrc != MPI_SUCCESS) {
             f->pc = 0;
@@ -90,13 +88,15 @@ int pmc_trial_finish(pmc_op *op)
     }
     PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallreduce (path trial)"));
     {
-        /* Trial j took the first path when j is even. */
+        /* The first half of the trials took the first path; periods within each run. */
+        const int half = PMC_TRIAL_CALLS / 2;
         double best[2] = {0.0, 0.0};
-        for (int j = 0; j < PMC_TRIAL_CALLS; ++j) {
-            const int path = j % 2 == 0 ? t->first : (t->first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA);
+        for (int j = 1; j < PMC_TRIAL_CALLS; ++j) {
+            if (j == half) continue; /* the other run's first call */
+            const int path = j < half ? t->first : (t->first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA);
             const int slot = path == PMC_PATH_CMA;
-            double took = op->trial_x[PMC_TRIAL_CALLS + j] - op->trial_x[j];
-            if (took < 0) took = 0;
+            double took = op->trial_x[j] - op->trial_x[j - 1];
+            if (took <= 0) took = 1e-9;
             if (best[slot] == 0.0 || took < best[slot]) best[slot] = took;
         }
         t->best[0] = best[0];
