@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from perfutil import launch_self, plotter, run_record, write_results
+from perfutil import add_launch_options, plotter, require_known, run_record, worker_or_launch, write_results
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("mpi", "table", "trials")
@@ -151,19 +151,11 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=200, help="calls per block at most (fewer for large messages)")
     ap.add_argument("--min-iters", type=int, default=10, help="calls per block at least")
     ap.add_argument("--blocks", type=int, default=5)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
+    add_launch_options(ap, timeout=900)
     a = ap.parse_args()
-    bad = [c for c in a.colls if c not in COLLS]
-    if bad:
-        ap.error(f"--colls: {', '.join(bad)} not among {', '.join(COLLS)}")
+    require_known(ap, "--colls", a.colls, list(COLLS))
     a.out = a.out or str(HERE / "results" / f"path_trials_np{a.np}.json")
-    if a.launched:
-        worker(a)
-        return 0
-    return launch_self(__file__, a.np, sys.argv[1:] + ["--out", a.out], timeout=a.timeout,
-                       hint="lower --iters or --blocks, or fewer --sizes")
+    return worker_or_launch(__file__, a, worker, hint="lower --iters or --blocks, or fewer --sizes")
 
 
 if __name__ == "__main__":

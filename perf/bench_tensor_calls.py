@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfutil import launch_self, plotter, run_record, write_results
+from perfutil import add_launch_options, plotter, require_known, run_record, worker_or_launch, write_results
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("pymcoll torch", "mpi4py torch", "pymcoll numpy", "mpi4py numpy")
@@ -106,19 +106,11 @@ def main() -> int:
     ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 256, 4096])
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--blocks", type=int, default=7)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
+    add_launch_options(ap, timeout=600)
     a = ap.parse_args()
-    bad = [c for c in a.colls if c not in ("allreduce", "bcast", "allgather")]
-    if bad:
-        ap.error(f"--colls: {', '.join(bad)} not among allreduce, bcast, allgather")
+    require_known(ap, "--colls", a.colls, ("allreduce", "bcast", "allgather"))
     a.out = a.out or str(HERE / "results" / f"tensor_calls_np{a.np}.json")
-    if a.launched:
-        worker(a)
-        return 0
-    return launch_self(__file__, a.np, sys.argv[1:] + ["--out", a.out], timeout=a.timeout,
-                       hint="lower --iters or --blocks")
+    return worker_or_launch(__file__, a, worker, hint="lower --iters or --blocks")
 
 
 if __name__ == "__main__":

@@ -145,6 +145,32 @@ def launch_self(script: str, np_: int, argv: Sequence[str], *, mpiexec: Optional
     return status
 
 
+def add_launch_options(ap: Any, timeout: float) -> None:
+    """--out, --timeout and the hidden --launched of a self-launching benchmark (worker_or_launch)."""
+    import argparse
+
+    ap.add_argument("--out", default=None, help="results JSON (a PNG is written beside it)")
+    ap.add_argument("--timeout", type=float, default=timeout, help="seconds before the job is stopped")
+    ap.add_argument("--launched", action="store_true", help=argparse.SUPPRESS)
+
+
+def require_known(ap: Any, option: str, given: Sequence[str], known: Sequence[str]) -> None:
+    """Stops with a usage error naming `option` when `given` holds names outside `known`."""
+    bad = [g for g in given if g not in known]
+    if bad:
+        ap.error(f"{option}: {', '.join(bad)} not among {', '.join(known)}")
+
+
+def worker_or_launch(script: str, a: Any, worker: Callable[[Any], None], hint: str = "") -> int:
+    """The end of a self-launching benchmark's main: in the ranks (``a.launched``) runs
+    ``worker(a)``; otherwise starts `script` on ``a.np`` ranks with this command line plus
+    ``--out a.out`` (launch_self, with ``a.timeout`` and `hint`). Returns the exit status."""
+    if a.launched:
+        worker(a)
+        return 0
+    return launch_self(script, a.np, sys.argv[1:] + ["--out", a.out], timeout=a.timeout, hint=hint)
+
+
 def run_worker(np_: int, script: str, args: list[str], timeout: float,
                mpiexec: Optional[str] = None) -> Optional[dict[str, Any]]:
     """Runs `script` with `args` under `mpiexec` (default: the one next to this Python) on `np_` ranks

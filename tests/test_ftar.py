@@ -184,7 +184,10 @@ def test_short_sigstop_costs_latency_long_one_fences_and_rejoins(tmp_path: Path)
             p.wait_for(lambda e: e["ev"] == "done", 120, "done")
         survivors_agree([r0, r1, r2])  # r2 never applied a stale step: every digest it had matches
         no_wrong_sum([r0, r1, r2])
-        assert "fenced" in r2.stderr()
+        # The fence is best effort (the coordinator then closes the connection), so r2 learns of
+        # its eviction from the fence or from the closed connection; either way it rejoined above.
+        err = r2.stderr()
+        assert "fenced by the coordinator" in err or "lost the coordinator" in err, err
 
 
 @pytest.mark.timeout(240)

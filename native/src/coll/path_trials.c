@@ -53,7 +53,9 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
     if (k < 0) return table;
     const pmc_trial_class *t = &c->trials[coll][k];
     if (t->chosen) return t->chosen - 1;
-    if (!op->trial_ok) return table;
+    /* Every trial ran but no choice was agreed (the agreement failed, and with it the
+     * communicator): no more trials. */
+    if (!op->trial_ok || t->calls >= PMC_TRIAL_CALLS) return table;
     /* A collective asks again on resuming or for a second phase: the same answer. */
     if (op->trial_path >= 0) return op->trial_class == k ? op->trial_path : table;
     const int first = t->calls == 0 ? table : t->first;

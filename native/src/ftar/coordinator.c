@@ -906,8 +906,10 @@ static void tick(pmc_ftar_coord *c, int64_t now)
             char reason[64];
             snprintf(reason, sizeof(reason), "evicted: silent for %lld ms", (long long)silent);
             const qslot *s = slot_of(c, p);
+            /* The deadline counts from now, not from the tick's start: reading the silent
+             * peers before this one may have used it up on a loaded host. */
             send_abort(c, p, s != NULL ? c->q_epoch : c->epoch, s != NULL ? c->q_step : c->group_step + 1,
-                       PMC_FTAR_ST_FENCED, reason, now + FENCE_DEADLINE_MS);
+                       PMC_FTAR_ST_FENCED, reason, pmc_ftar_now_ms() + FENCE_DEADLINE_MS);
             p->evicted = 1;
             kill_peer(p, "silent for %lld ms", (long long)silent);
             continue;
