@@ -537,8 +537,8 @@ class Comm:
         """The copy-path trials of this communicator so far, one dict per collective and size class
         that has had any: ``collective``, ``min_bytes`` (the class holds payloads per rank from it to
         twice it), ``calls`` (trial calls done), ``chosen`` (``"cells"`` for copy in/copy out,
-        ``"single copy"``, or None while undecided) and ``cells_s``/``single_copy_s`` (the fastest
-        trial of each path, in seconds: the slowest rank's once chosen, this rank's before).
+        ``"single copy"``, or None while undecided) and ``cells_s``/``single_copy_s`` (each path's
+        time per call in its trials, in seconds, as the ranks agreed on it; 0 until chosen).
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
         ``PYMCOLL_COPY``, more than one node) or no blocking call of 256 KiB or more per rank ran.

@@ -153,8 +153,8 @@ int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k` (payloads
  * of [256 KiB << k, 512 KiB << k); the last class has no upper end): trial
  * calls done, the agreed path (-1 while undecided, else 0 for the cells or 2
- * for single copy), and the fastest trial per path in seconds (the slowest
- * rank's, once agreed; this rank's before). PMC_ERR_ARG for a code or class
+ * for single copy), and each path's shortest period between trials in seconds
+ * as the ranks agreed on it (0 until agreed). PMC_ERR_ARG for a code or class
  * out of range; *calls is 0 where trials are off. */
 enum { PMC_TRIAL_SIZE_CLASSES = 26 };
 int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *chosen, double *cells_s,

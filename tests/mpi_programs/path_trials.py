@@ -135,8 +135,10 @@ def body() -> None:
         for t in trials:
             assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
             assert t["min_bytes"] >= 256 << 10 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
-            winner = t["cells_s"] if t["chosen"] == "cells" else t["single_copy_s"]
-            assert winner <= max(t["cells_s"], t["single_copy_s"]), t
+            # The other path lost, or won by less than the 5% that would leave the table's path.
+            winner, loser = ((t["cells_s"], t["single_copy_s"]) if t["chosen"] == "cells"
+                             else (t["single_copy_s"], t["cells_s"]))
+            assert loser >= 0.95 * winner, t
         # No trial below 256 KiB per rank: the smallest size (256 KiB - 8 B) made no class of its own.
         assert min(t["min_bytes"] for t in trials) == 256 << 10, trials
     if comm.rank == 0:

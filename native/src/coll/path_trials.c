@@ -19,20 +19,11 @@
  * (call order, sizes MPI makes them agree on; one node shares one clock),
  * so the ranks try and choose alike. Requests (non-blocking, persistent)
  * are not timed; they take the agreed path once there is one. */
-#include <time.h>
-
 #include "../comm.h"
 
 /* The table's path stays unless the other is this much faster: noise
  * between two close paths must not flip a choice the table got right. */
 #define PMC_TRIAL_MARGIN 0.95
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Size class of a payload: its power of two, from 256 KiB; -1 below. Below
  * 256 KiB the cells' table entries held on every host measured (single
@@ -75,7 +66,7 @@ int pmc_trial_finish(pmc_op *op)
     {
         const int i = t->calls;
         if (i == 0) t->first = (int8_t)op->trial_path;
-        t->end[i] = now_s();
+        t->end[i] = (double)pmc_trace_now() * 1e-9;
         if (++t->calls < PMC_TRIAL_CALLS) {
             f->pc = 0;
             return PMC_OK;
