@@ -536,25 +536,28 @@ class Comm:
     def path_trials(self) -> list[dict[str, Any]]:
         """The copy-path trials of this communicator so far, one dict per collective and size class
         that has had any: ``collective``, ``min_bytes`` (the class holds payloads per rank from it to
-        twice it), ``calls`` (trial calls done), ``chosen`` (``"cells"`` for copy in/copy out,
-        ``"single copy"``, or None while undecided) and ``cells_s``/``single_copy_s`` (each path's
-        time per call in its trials, in seconds, as the ranks agreed on it; 0 until chosen).
+        twice it), ``calls`` (trial calls done in the latest round), ``retrials`` (rounds run again
+        because a later check found the chosen path slower than the other path's trials: the
+        host's speeds changed), ``chosen`` (``"cells"`` for copy in/copy out, ``"single copy"``, or
+        None while undecided) and ``cells_s``/``single_copy_s`` (each path's time per call in the
+        latest agreed trials, in seconds, as the ranks agreed on it; 0 until chosen).
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
         ``PYMCOLL_COPY``, more than one node) or no blocking call of 256 KiB or more per rank ran.
         """
         handle = self._live_handle("path_trials")
-        calls, chosen = ffi.new("int *"), ffi.new("int *")
+        calls, retrials, chosen = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")
         cells, single = ffi.new("double *"), ffi.new("double *")
         out = []
         for code, name in enumerate(config.COLLECTIVES, start=1):
             for k in range(lib.PMC_TRIAL_SIZE_CLASSES):
-                rc = lib.pmc_comm_path_trial(handle, code, k, calls, chosen, cells, single)
+                rc = lib.pmc_comm_path_trial(handle, code, k, calls, retrials, chosen, cells, single)
                 if rc != lib.PMC_OK:
                     self._check(rc, "path_trials")
-                if calls[0] == 0:
+                if calls[0] == 0 and retrials[0] == 0:
                     continue
                 out.append({"collective": name, "min_bytes": (256 << 10) << k, "calls": int(calls[0]),
+                            "retrials": int(retrials[0]),
                             "chosen": {-1: None, 0: "cells", 2: "single copy"}[chosen[0]],
                             "cells_s": float(cells[0]), "single_copy_s": float(single[0])})
         return out

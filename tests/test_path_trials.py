@@ -27,6 +27,11 @@ def test_no_trials_where_the_path_is_fixed(n: int, env: dict[str, str]) -> None:
     assert "path trials ok" in proc.stdout, proc.stdout
 
 
+def test_a_path_that_slows_down_is_tried_again() -> None:
+    proc = run_mpi(2, "path_trials", "retrial", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
+    assert "path trials ok" in proc.stdout, proc.stdout
+
+
 def test_ranks_that_disagree_are_refused_at_creation() -> None:
     proc = run_mpi(2, "path_trials", "mismatch", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
     assert "path trials ok" in proc.stdout, proc.stdout

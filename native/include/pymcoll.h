@@ -152,12 +152,15 @@ int pmc_comm_broken(const pmc_comm *c);
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k` (payloads
  * of [256 KiB << k, 512 KiB << k); the last class has no upper end): trial
- * calls done, the agreed path (-1 while undecided, else 0 for the cells or 2
- * for single copy), and each path's shortest period between trials in seconds
+ * calls done (of the latest round), the rounds run again because a later
+ * check found the agreed path slower than the other path's trials, the
+ * agreed path (-1 while undecided, else 0 for the cells or 2 for single copy), and each path's shortest period between trials in seconds
  * as the ranks agreed on it (0 until agreed). PMC_ERR_ARG for a code or class
- * out of range; *calls is 0 where trials are off. */
-enum { PMC_TRIAL_SIZE_CLASSES = 26 };
-int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *chosen, double *cells_s,
+ * out of range; *calls is 0 where trials are off. PMC_TRIAL_CALLS_PER_CLASS:
+ * the blocking calls of a collective and size class that are trials (a
+ * benchmark warms up with at least as many). */
+enum { PMC_TRIAL_SIZE_CLASSES = 26, PMC_TRIAL_CALLS_PER_CLASS = 8 };
+int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *retrials, int *chosen, double *cells_s,
                         double *single_copy_s);
 
 /* Trace identifier of the communicator: the same string on every member. */

@@ -23,7 +23,10 @@ typedef struct pmc_trial_class {
     uint8_t calls;      /* trial calls completed */
     int8_t chosen;      /* 0: undecided; else the agreed PMC_PATH_* + 1 */
     int8_t first;       /* the table's path (the first trial's), kept on a tie */
-    double end[PMC_TRIAL_CALLS]; /* when this rank finished each trial (CLOCK_MONOTONIC, s) */
+    uint32_t since;     /* once agreed: blocking calls on the agreed path since the last check */
+    uint32_t every;     /* calls between checks of the agreed path (doubling) */
+    uint32_t retrials;  /* trials run again because a check found the agreed path slow */
+    double end[PMC_TRIAL_CALLS]; /* when this rank finished each trial or watched call (CLOCK_MONOTONIC, s) */
     double best[2];     /* once agreed: the fastest trial per path (cells, single copy), seconds */
 } pmc_trial_class;
 
@@ -146,7 +149,8 @@ void pmc_took(pmc_comm *c, int family);
 int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma);
 /* Whether a block of `bytes` between two local ranks of a v form moves by
  * single copy (both ends know the count, so they choose alike); one call
- * decides many blocks, so the table decides, not a trial. */
+ * decides many blocks and the ranks do not all know them, so no v-form call
+ * is a trial: the table decides, or the verdict of trials of its class. */
 int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes);
 static inline int pmc_single_copy(const pmc_comm *c, int coll, uint64_t bytes)
 {
@@ -158,6 +162,11 @@ static inline int pmc_single_copy(const pmc_comm *c, int coll, uint64_t bytes)
  * and, after the last trial of its class, agrees on the faster path (a
  * coroutine step of the op). */
 int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table);
+/* The path the trials agreed on for blocks of `bytes` of collective `coll`
+ * (a v form follows its fixed-size form's trials), -1 where none has. Every
+ * rank holds the same verdicts between calls (each is agreed inside a
+ * blocking call, and ops run in order), so both ends of a block read the same. */
+int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes);
 int pmc_trial_finish(pmc_op *op);
 /* Bytes from a buffer's start that the blocks counts[i] at displs[i]
  * (i < n, bytes) span. */

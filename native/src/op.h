@@ -26,7 +26,7 @@
 
 /* Blocking calls per collective and size class that try the copy paths in
  * turn (coll/path_trials.c). */
-#define PMC_TRIAL_CALLS 8
+#define PMC_TRIAL_CALLS PMC_TRIAL_CALLS_PER_CLASS
 /* Nesting depth of algorithms: entry, composition, node algorithm, helper. */
 #define PMC_FRAMES 6
 

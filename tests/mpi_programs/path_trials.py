@@ -9,13 +9,15 @@ MODE "on": every collective with a single-copy path, called 10 times at each
 size from 256 KiB, must have finished its trials with a choice; "off": no
 trial may have run (PYMCOLL_PATH_TRIALS=0, a fixed PYMCOLL_CMA_MIN or
 PYMCOLL_COPY, several nodes); "mismatch": ranks that disagree on
-PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made.
+PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made;
+"retrial": a loop that slows down after its trials is tried again once.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Callable
 
 import numpy as np
@@ -90,6 +92,38 @@ def calls(comm: pymcoll.Comm, nbytes: int, call: int) -> list[tuple[str, Callabl
         comm.Scan(mine(), out, op=MPI.SUM)
         expect_equal(out, sum(mine(r) for r in range(rank + 1)), f"Scan {nbytes} B call {call}")
 
+    def allreduce() -> None:
+        out = np.full(n, -1.0)
+        comm.Allreduce(mine(), out, op=MPI.SUM)
+        expect_equal(out, sum(mine(r) for r in range(size)), f"Allreduce {nbytes} B call {call}")
+        inout = mine()
+        comm.Allreduce(MPI.IN_PLACE, inout, op=MPI.SUM)
+        expect_equal(inout, sum(mine(r) for r in range(size)), f"Allreduce in place {nbytes} B call {call}")
+
+    def reduce() -> None:
+        root = call % size
+        out = np.full(n, -1.0)
+        comm.Reduce(mine(), out if rank == root else None, op=MPI.MAX, root=root)
+        if rank == root:
+            expect_equal(out, mine(size - 1), f"Reduce to {root} {nbytes} B call {call}")
+
+    def scatterv() -> None:
+        # A v form takes the path its fixed-size form's trials agreed on, block by block.
+        blocks = [n - r for r in range(size)]
+        displs = [sum(blocks[:r]) for r in range(size)]
+        send = np.concatenate([mine(0)[: blocks[r]] + r for r in range(size)]) if rank == 0 else None
+        out = np.full(blocks[rank], -1.0)
+        comm.Scatterv([send, blocks, displs, MPI.DOUBLE] if rank == 0 else None, out, root=0)
+        expect_equal(out, mine(0)[: blocks[rank]] + rank, f"Scatterv {nbytes} B call {call}")
+
+    def gatherv() -> None:
+        blocks = [n - r for r in range(size)]
+        displs = [sum(blocks[:r]) for r in range(size)]
+        out = np.full(sum(blocks), -1.0) if rank == 0 else None
+        comm.Gatherv(mine()[: blocks[rank]], [out, blocks, displs, MPI.DOUBLE] if rank == 0 else None, root=0)
+        if rank == 0:
+            expect_equal(out, np.concatenate([mine(r)[: blocks[r]] for r in range(size)]), f"Gatherv {nbytes} B call {call}")
+
     def ibcast() -> None:
         # A request between blocking calls: it takes the agreed path, or the table's during the trials.
         buf = mine(0) if rank == 0 else np.full(n, -1.0)
@@ -98,7 +132,40 @@ def calls(comm: pymcoll.Comm, nbytes: int, call: int) -> list[tuple[str, Callabl
 
     return [("Bcast", bcast), ("Allgather", allgather), ("Allgatherv", allgatherv), ("Gather", gather),
             ("Scatter", scatter), ("Alltoall", alltoall), ("Reduce_scatter_block", reduce_scatter_block),
-            ("Scan", scan), ("Ibcast", ibcast)]
+            ("Scan", scan), ("Allreduce", allreduce), ("Reduce", reduce), ("Scatterv", scatterv),
+            ("Gatherv", gatherv), ("Ibcast", ibcast)]
+
+
+def spin(seconds: float) -> None:
+    """Busy for `seconds`, as work between calls would be (a sleep would let the peer's core idle)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
+def retrial(comm: pymcoll.Comm) -> None:
+    """After the trials the loop slows down (10 ms of work between calls), as if the host had: the
+    check after 64 calls finds the agreed path far slower than the other path's trials and tries
+    both again, and the new trials time both paths with the work in them."""
+    n = (1 << 20) // 8
+    send = np.arange(n * comm.size, dtype=np.float64)
+    out = np.empty(n)
+    for call in range(8 + 64 + 8 + 10):
+        if call >= 8:
+            spin(0.01)
+        comm.Scatter(send + call, out, root=0)
+        expect_equal(out, send[comm.rank * n:(comm.rank + 1) * n] + call, f"Scatter call {call}")
+    trials = comm.path_trials()
+    everyone = MPI.COMM_WORLD.allgather(trials)
+    assert all(e == everyone[0] for e in everyone), f"ranks report different trials: {everyone}"
+    (t,) = trials
+    assert t["collective"] == "Scatter" and t["retrials"] == 1 and t["calls"] == 8, t
+    # The new trials ran with the work between calls: both paths took at least its 10 ms.
+    assert t["chosen"] in ("cells", "single copy") and min(t["cells_s"], t["single_copy_s"]) >= 0.01, t
+    if comm.rank == 0:
+        print(f"path trials retrial: {t}")
+        print("path trials ok")
+    comm.Free()
 
 
 def body() -> None:
@@ -117,6 +184,9 @@ def body() -> None:
             print("path trials ok")
         return
     comm = pymcoll.Comm(MPI.COMM_WORLD)
+    if mode == "retrial":
+        retrial(comm)
+        return
     for nbytes in SIZES:
         for call in range(CALLS):
             for _name, run in calls(comm, nbytes, call):
@@ -131,7 +201,7 @@ def body() -> None:
         names = {t["collective"] for t in trials}
         # Every collective that has a single-copy path on one node tried both.
         assert names >= {"Bcast", "Allgather", "Allgatherv", "Gather", "Scatter", "Alltoall",
-                         "Reduce_scatter_block", "Scan"}, names
+                         "Reduce_scatter_block", "Scan", "Allreduce", "Reduce"}, names
         for t in trials:
             assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
             assert t["min_bytes"] >= 256 << 10 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t

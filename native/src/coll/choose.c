@@ -86,7 +86,11 @@ static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_in
 
 int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes)
 {
-    return choose_path(c, coll, bytes, 0, 1, 0);
+    const int table = choose_path(c, coll, bytes, 0, 1, 0);
+    /* Verdicts exist only where the table is consulted (trials are off for a
+     * forced path, a set crossover, or without single copy). */
+    const int agreed = pmc_trial_verdict(c, coll, bytes);
+    return agreed >= 0 ? agreed : table;
 }
 
 int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma)

@@ -114,6 +114,12 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
  * exposed inputs (no cells, one synchronisation). */
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop);
+/* Allreduce (root < 0) or Reduce to local rank `root` by single copy: each
+ * rank reduces its slice from the others' exposed inputs, then the slices
+ * are gathered by single copy. send may equal recv (in place); recv is
+ * unused off the root of a Reduce. */
+int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                           int root);
 
 /* Prefix reduction in local rank order: inclusive (Scan) or exclusive
  * (Exscan: local rank 0's recv is left alone). send may equal recv. */

@@ -18,12 +18,24 @@
  * later call of the class takes it. All inputs are the same on every rank
  * (call order, sizes MPI makes them agree on; one node shares one clock),
  * so the ranks try and choose alike. Requests (non-blocking, persistent)
- * are not timed; they take the agreed path once there is one. */
+ * are not timed; they take the agreed path once there is one.
+ *
+ * A host's speeds change during a launch (where the scheduler puts the two
+ * cores decides whether they share a cache, and the cells' speed with it:
+ * perf/studies/large_and_back_to_back.md), so the agreed path is watched:
+ * the last PMC_WATCH_CALLS calls before each check are timed the same way,
+ * and when the agreed path now takes longer than the other path took in its
+ * trials (by the margin), the class is tried again. Checks come after 64
+ * calls, then twice as many each time, up to PMC_WATCH_MAX. */
 #include "../comm.h"
 
 /* The table's path stays unless the other is this much faster: noise
  * between two close paths must not flip a choice the table got right. */
 #define PMC_TRIAL_MARGIN 0.95
+/* Timed calls before a check of the agreed path (the first starts no period). */
+#define PMC_WATCH_CALLS 4
+#define PMC_WATCH_FIRST 64u
+#define PMC_WATCH_MAX 4096u
 
 /* Size class of a payload: its power of two, from 256 KiB; -1 below. Below
  * 256 KiB the cells' table entries held on every host measured (single
@@ -43,17 +55,48 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
     const int k = class_of(payload);
     if (k < 0) return table;
     const pmc_trial_class *t = &c->trials[coll][k];
-    if (t->chosen) return t->chosen - 1;
+    /* A collective asks again on resuming or for a second phase: the same answer. */
+    if (op->trial_path >= 0 && op->trial_class == k) return op->trial_path;
+    if (t->chosen) {
+        /* A blocking call on the agreed path is counted (and maybe watched) when it ends. */
+        if (op->trial_ok && op->trial_path < 0) {
+            op->trial_path = t->chosen - 1;
+            op->trial_class = k;
+        }
+        return t->chosen - 1;
+    }
     /* Every trial ran but no choice was agreed (the agreement failed, and with it the
      * communicator): no more trials. */
     if (!op->trial_ok || t->calls >= PMC_TRIAL_CALLS) return table;
-    /* A collective asks again on resuming or for a second phase: the same answer. */
-    if (op->trial_path >= 0) return op->trial_class == k ? op->trial_path : table;
+    if (op->trial_path >= 0) return table;
     const int first = t->calls == 0 ? table : t->first;
     const int other = first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA;
     op->trial_path = t->calls < PMC_TRIAL_CALLS / 2 ? first : other;
     op->trial_class = k;
     return op->trial_path;
+}
+
+/* The collective whose trials time blocks of the same kind as a v form's:
+ * a Scatterv's blocks move as a Scatter's do, and so on. */
+static int fixed_form_of(int coll)
+{
+    switch (coll) {
+    case PMC_COLL_SCATTERV: return PMC_COLL_SCATTER;
+    case PMC_COLL_GATHERV: return PMC_COLL_GATHER;
+    case PMC_COLL_ALLGATHERV: return PMC_COLL_ALLGATHER;
+    case PMC_COLL_ALLTOALLV: return PMC_COLL_ALLTOALL;
+    default: return coll;
+    }
+}
+
+int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes)
+{
+    if (!c->path_trials || c->nnodes != 1 || coll <= 0 || coll >= PMC_COLL_COUNT) return -1;
+    const int k = class_of(bytes);
+    if (k < 0) return -1;
+    if (c->trials[coll][k].chosen) return c->trials[coll][k].chosen - 1;
+    const int fixed = fixed_form_of(coll);
+    return c->trials[fixed][k].chosen ? c->trials[fixed][k].chosen - 1 : -1;
 }
 
 int pmc_trial_finish(pmc_op *op)
@@ -63,7 +106,26 @@ int pmc_trial_finish(pmc_op *op)
     pmc_frame *f = &op->f[1];
     pmc_trial_class *t = &c->trials[op->a.coll][op->trial_class];
     PMC_CO_BEGIN(f);
-    {
+    f->aux = t->chosen != 0; /* a call on the agreed path, not a trial */
+    if (f->aux) {
+        const uint32_t i = t->since++;
+        if (i + PMC_WATCH_CALLS < t->every) {
+            f->pc = 0;
+            return PMC_OK;
+        }
+        t->end[i + PMC_WATCH_CALLS - t->every] = (double)pmc_trace_now() * 1e-9;
+        if (i + 1 < t->every) {
+            f->pc = 0;
+            return PMC_OK;
+        }
+        for (int j = 0; j < PMC_WATCH_CALLS; ++j) op->trial_x[j] = t->end[j];
+        const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, PMC_WATCH_CALLS, MPI_DOUBLE, MPI_MAX, c->comm,
+                                       &op->mreq);
+        if (mrc != MPI_SUCCESS) {
+            f->pc = 0;
+            return pmc_mpi_fail(c, mrc, "MPI_Iallreduce (path check)");
+        }
+    } else {
         const int i = t->calls;
         if (i == 0) t->first = (int8_t)op->trial_path;
         t->end[i] = (double)pmc_trace_now() * 1e-9;
@@ -80,7 +142,22 @@ int pmc_trial_finish(pmc_op *op)
         }
     }
     PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallreduce (path trial)"));
-    {
+    if (f->aux) {
+        double now = 0.0;
+        for (int j = 1; j < PMC_WATCH_CALLS; ++j) {
+            double took = op->trial_x[j] - op->trial_x[j - 1];
+            if (took <= 0) took = 1e-9;
+            if (now == 0.0 || took < now) now = took;
+        }
+        const double other = t->best[t->chosen - 1 == PMC_PATH_CMA ? 0 : 1];
+        t->since = 0;
+        if (t->every < PMC_WATCH_MAX) t->every *= 2;
+        if (other > 0.0 && now * PMC_TRIAL_MARGIN > other) {
+            t->calls = 0;
+            t->chosen = 0;
+            ++t->retrials;
+        }
+    } else {
         /* The first half of the trials took the first path; periods within each run. */
         const int half = PMC_TRIAL_CALLS / 2;
         double best[2] = {0.0, 0.0};
@@ -96,6 +173,8 @@ int pmc_trial_finish(pmc_op *op)
         t->best[1] = best[1];
         t->chosen = (int8_t)(1 + (best[1] < PMC_TRIAL_MARGIN * best[0] ? PMC_PATH_CMA
                                   : best[0] < PMC_TRIAL_MARGIN * best[1] ? PMC_PATH_CICO : t->first));
+        t->since = 0;
+        if (t->every == 0) t->every = PMC_WATCH_FIRST;
     }
     PMC_CO_END(f);
 }
