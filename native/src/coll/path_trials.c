@@ -99,6 +99,26 @@ int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes)
     return c->trials[fixed][k].chosen ? c->trials[fixed][k].chosen - 1 : -1;
 }
 
+/* Starts the exchange of this rank's `n` ends for their maxima over the ranks. */
+static int agree_on_ends(pmc_op *op, const double *ends, int n)
+{
+    for (int j = 0; j < n; ++j) op->trial_x[j] = ends[j];
+    const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, n, MPI_DOUBLE, MPI_MAX, op->c->comm, &op->mreq);
+    return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(op->c, mrc, "MPI_Iallreduce (path trial)");
+}
+
+/* The shortest period between the agreed ends j-1 and j, for j in (from, to). */
+static double shortest_period(const double *x, int from, int to)
+{
+    double best = 0.0;
+    for (int j = from + 1; j < to; ++j) {
+        double took = x[j] - x[j - 1];
+        if (took <= 0) took = 1e-9;
+        if (best == 0.0 || took < best) best = took;
+    }
+    return best;
+}
+
 int pmc_trial_finish(pmc_op *op)
 {
     pmc_comm *c = op->c;
@@ -118,12 +138,10 @@ int pmc_trial_finish(pmc_op *op)
             f->pc = 0;
             return PMC_OK;
         }
-        for (int j = 0; j < PMC_WATCH_CALLS; ++j) op->trial_x[j] = t->end[j];
-        const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, PMC_WATCH_CALLS, MPI_DOUBLE, MPI_MAX, c->comm,
-                                       &op->mreq);
-        if (mrc != MPI_SUCCESS) {
+        const int rc = agree_on_ends(op, t->end, PMC_WATCH_CALLS);
+        if (rc != PMC_OK) {
             f->pc = 0;
-            return pmc_mpi_fail(c, mrc, "MPI_Iallreduce (path check)");
+            return rc;
         }
     } else {
         const int i = t->calls;
@@ -133,22 +151,15 @@ int pmc_trial_finish(pmc_op *op)
             f->pc = 0;
             return PMC_OK;
         }
-        for (int j = 0; j < PMC_TRIAL_CALLS; ++j) op->trial_x[j] = t->end[j];
-        const int mrc = MPI_Iallreduce(MPI_IN_PLACE, op->trial_x, PMC_TRIAL_CALLS, MPI_DOUBLE, MPI_MAX, c->comm,
-                                       &op->mreq);
-        if (mrc != MPI_SUCCESS) {
+        const int rc = agree_on_ends(op, t->end, PMC_TRIAL_CALLS);
+        if (rc != PMC_OK) {
             f->pc = 0;
-            return pmc_mpi_fail(c, mrc, "MPI_Iallreduce (path trial)");
+            return rc;
         }
     }
     PMC_AWAIT(f, pmc_op_mpi(op, "MPI_Iallreduce (path trial)"));
     if (f->aux) {
-        double now = 0.0;
-        for (int j = 1; j < PMC_WATCH_CALLS; ++j) {
-            double took = op->trial_x[j] - op->trial_x[j - 1];
-            if (took <= 0) took = 1e-9;
-            if (now == 0.0 || took < now) now = took;
-        }
+        const double now = shortest_period(op->trial_x, 0, PMC_WATCH_CALLS);
         const double other = t->best[t->chosen - 1 == PMC_PATH_CMA ? 0 : 1];
         t->since = 0;
         if (t->every < PMC_WATCH_MAX) t->every *= 2;
@@ -158,19 +169,12 @@ int pmc_trial_finish(pmc_op *op)
             ++t->retrials;
         }
     } else {
-        /* The first half of the trials took the first path; periods within each run. */
-        const int half = PMC_TRIAL_CALLS / 2;
-        double best[2] = {0.0, 0.0};
-        for (int j = 1; j < PMC_TRIAL_CALLS; ++j) {
-            if (j == half) continue; /* the other run's first call */
-            const int path = j < half ? t->first : (t->first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA);
-            const int slot = path == PMC_PATH_CMA;
-            double took = op->trial_x[j] - op->trial_x[j - 1];
-            if (took <= 0) took = 1e-9;
-            if (best[slot] == 0.0 || took < best[slot]) best[slot] = took;
-        }
-        t->best[0] = best[0];
-        t->best[1] = best[1];
+        /* The first half of the trials took the first path; periods within each run
+         * (the other run's first call starts no period). */
+        const int half = PMC_TRIAL_CALLS / 2, first_slot = t->first == PMC_PATH_CMA;
+        t->best[first_slot] = shortest_period(op->trial_x, 0, half);
+        t->best[!first_slot] = shortest_period(op->trial_x, half, PMC_TRIAL_CALLS);
+        const double *best = t->best;
         t->chosen = (int8_t)(1 + (best[1] < PMC_TRIAL_MARGIN * best[0] ? PMC_PATH_CMA
                                   : best[0] < PMC_TRIAL_MARGIN * best[1] ? PMC_PATH_CICO : t->first));
         t->since = 0;
