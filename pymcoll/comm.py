@@ -543,20 +543,22 @@ class Comm:
         latest agreed trials, in seconds, as the ranks agreed on it; 0 until chosen).
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
-        ``PYMCOLL_COPY``, more than one node) or no blocking call of 256 KiB or more per rank ran.
+        ``PYMCOLL_COPY``, more than one node) or no blocking call of 256 KiB or more per rank ran
+        (16 KiB where the node's ranks outnumber its CPUs).
         """
         handle = self._live_handle("path_trials")
         calls, retrials, chosen = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")
+        least = ffi.new("uint64_t *")
         cells, single = ffi.new("double *"), ffi.new("double *")
         out = []
         for code, name in enumerate(config.COLLECTIVES, start=1):
             for k in range(lib.PMC_TRIAL_SIZE_CLASSES):
-                rc = lib.pmc_comm_path_trial(handle, code, k, calls, retrials, chosen, cells, single)
+                rc = lib.pmc_comm_path_trial(handle, code, k, least, calls, retrials, chosen, cells, single)
                 if rc != lib.PMC_OK:
                     self._check(rc, "path_trials")
                 if calls[0] == 0 and retrials[0] == 0:
                     continue
-                out.append({"collective": name, "min_bytes": (256 << 10) << k, "calls": int(calls[0]),
+                out.append({"collective": name, "min_bytes": int(least[0]), "calls": int(calls[0]),
                             "retrials": int(retrials[0]),
                             "chosen": {-1: None, 0: "cells", 2: "single copy"}[chosen[0]],
                             "cells_s": float(cells[0]), "single_copy_s": float(single[0])})

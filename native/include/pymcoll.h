@@ -150,8 +150,9 @@ int pmc_comm_broken(const pmc_comm *c);
 /* Messages and bytes this rank has sent to other nodes on its lane (the
  * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
-/* Path trials of collective `coll` (PMC_COLL_*) in size class `k` (payloads
- * of [256 KiB << k, 512 KiB << k); the last class has no upper end): trial
+/* Path trials of collective `coll` (PMC_COLL_*) in size class `k`: payloads
+ * from *min_bytes to twice it (the last class has no upper end; classes start
+ * at 256 KiB, or at 16 KiB where the node's ranks outnumber its CPUs): trial
  * calls done (of the latest round), the rounds run again because a later
  * check found the agreed path slower than the other path's trials, the
  * agreed path (-1 while undecided, else 0 for the cells or 2 for single copy), and each path's shortest period between trials in seconds
@@ -160,8 +161,8 @@ int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes
  * the blocking calls of a collective and size class that are trials (a
  * benchmark warms up with at least as many). */
 enum { PMC_TRIAL_SIZE_CLASSES = 26, PMC_TRIAL_CALLS_PER_CLASS = 8 };
-int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *retrials, int *chosen, double *cells_s,
-                        double *single_copy_s);
+int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, uint64_t *min_bytes, int *calls, int *retrials, int *chosen,
+                        double *cells_s, double *single_copy_s);
 
 /* Trace identifier of the communicator: the same string on every member. */
 const char *pmc_comm_trace_id(const pmc_comm *c);

@@ -545,15 +545,16 @@ const char *pmc_comm_trace_id(const pmc_comm *c) { return c && c->trace ? c->tra
 uint64_t pmc_comm_seq(const pmc_comm *c) { return c ? c->coll_seq : 0; }
 int pmc_comm_broken(const pmc_comm *c) { return c ? c->broken : 1; }
 
-int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, int *calls, int *retrials, int *chosen, double *cells_s,
-                        double *single_copy_s)
+int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, uint64_t *min_bytes, int *calls, int *retrials, int *chosen,
+                        double *cells_s, double *single_copy_s)
 {
-    if (c == NULL || coll <= 0 || coll >= PMC_COLL_COUNT || k < 0 || k >= PMC_TRIAL_CLASSES || calls == NULL ||
+    if (c == NULL || coll <= 0 || coll >= PMC_COLL_COUNT || k < 0 || k >= PMC_TRIAL_CLASSES || min_bytes == NULL || calls == NULL ||
         retrials == NULL || chosen == NULL || cells_s == NULL || single_copy_s == NULL)
         return PMC_ERR_ARG;
     const pmc_trial_class *t = &c->trials[coll][k];
     *calls = t->calls;
     *retrials = (int)t->retrials;
+    *min_bytes = UINT64_C(1) << (pmc_trial_min_log2(c) + k);
     *chosen = t->chosen - 1;
     *cells_s = t->best[0];
     *single_copy_s = t->best[1];

@@ -27,8 +27,9 @@ import pymcoll
 
 from .common import main
 
-# 256 KiB - 8 has no class; the others fall in two (256-512 KiB, 1-2 MiB).
-SIZES = ((256 << 10) - 8, 256 << 10, 1 << 20)
+# Where each rank has a core, 32 KiB and 256 KiB - 8 have no class and the others fall in two
+# (256-512 KiB, 1-2 MiB); where ranks share cores, trials start at 16 KiB and all four have one.
+SIZES = (32 << 10, (256 << 10) - 8, 256 << 10, 1 << 20)
 CALLS = 10  # eight trials, then the choice
 
 
@@ -198,19 +199,24 @@ def body() -> None:
         assert trials == [], trials
     else:
         assert comm.layout.nnodes == 1
+        # Ranks share cores when they outnumber the CPUs they may run on together.
+        cpus = set().union(*MPI.COMM_WORLD.allgather(os.sched_getaffinity(0)))
+        shared = comm.size > len(cpus)
+        least = 16 << 10 if shared else 256 << 10
         names = {t["collective"] for t in trials}
         # Every collective that has a single-copy path on one node tried both.
         assert names >= {"Bcast", "Allgather", "Allgatherv", "Gather", "Scatter", "Alltoall",
                          "Reduce_scatter_block", "Scan", "Allreduce", "Reduce"}, names
         for t in trials:
             assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
-            assert t["min_bytes"] >= 256 << 10 and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
+            assert t["min_bytes"] >= least and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
             # The other path lost, or won by less than the 5% that would leave the table's path.
             winner, loser = ((t["cells_s"], t["single_copy_s"]) if t["chosen"] == "cells"
                              else (t["single_copy_s"], t["cells_s"]))
             assert loser >= 0.95 * winner, t
-        # No trial below 256 KiB per rank: the smallest size (256 KiB - 8 B) made no class of its own.
-        assert min(t["min_bytes"] for t in trials) == 256 << 10, trials
+        # No trial below the smallest class: where each rank has a core, the sizes below 256 KiB made
+        # no class of their own; where ranks share cores, 32 KiB did.
+        assert min(t["min_bytes"] for t in trials) == (32 << 10 if shared else 256 << 10), trials
     if comm.rank == 0:
         print(f"path trials {mode}: {len(trials)} classes, " + ", ".join(
             f"{t['collective']}@{t['min_bytes'] >> 10}K->{t['chosen']}" for t in trials))
