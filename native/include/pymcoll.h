@@ -152,7 +152,8 @@ int pmc_comm_broken(const pmc_comm *c);
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k`: payloads
  * from *min_bytes to twice it (the last class has no upper end; classes start
- * at 256 KiB, or at 16 KiB where the node's ranks outnumber its CPUs): trial
+ * at 256 KiB, or at 16 KiB but a Bcast's where the node's ranks outnumber
+ * its CPUs): trial
  * calls done (of the latest round), the rounds run again because a later
  * check found the agreed path slower than the other path's trials, the
  * agreed path (-1 while undecided, else 0 for the cells or 2 for single copy), and each path's shortest period between trials in seconds

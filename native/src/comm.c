@@ -554,7 +554,7 @@ int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, uint64_t *min_bytes,
     const pmc_trial_class *t = &c->trials[coll][k];
     *calls = t->calls;
     *retrials = (int)t->retrials;
-    *min_bytes = UINT64_C(1) << (pmc_trial_min_log2(c) + k);
+    *min_bytes = UINT64_C(1) << (pmc_trial_min_log2(c, coll) + k);
     *chosen = t->chosen - 1;
     *cells_s = t->best[0];
     *single_copy_s = t->best[1];

@@ -19,9 +19,9 @@
  * the communicator's life. Classes are powers of two of the payload. */
 /* From 256 KiB where each rank has a core: below it the cells' table held
  * on every host measured, and trials chose single copy on noise as often as
- * on merit (perf/studies/copy_paths.md). From 16 KiB where ranks share cores:
- * there the two paths differ 2-5x, the other way round on different hosts
- * (the cells need both ends of every handoff running at once). */
+ * on merit (perf/studies/copy_paths.md). From 16 KiB where ranks share cores
+ * (but a Bcast's): there the two paths differ 2-5x, the other way round on
+ * different hosts (the cells need both ends of every handoff running at once). */
 #define PMC_TRIAL_MIN_LOG2 18
 #define PMC_TRIAL_MIN_LOG2_SHARED 14
 #define PMC_TRIAL_CLASSES PMC_TRIAL_SIZE_CLASSES
@@ -173,8 +173,8 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table);
  * rank holds the same verdicts between calls (each is agreed inside a
  * blocking call, and ops run in order), so both ends of a block read the same. */
 int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes);
-/* log2 of the smallest payload that has trials on this communicator. */
-int pmc_trial_min_log2(const pmc_comm *c);
+/* log2 of the smallest payload of collective `coll` that has trials on this communicator. */
+int pmc_trial_min_log2(const pmc_comm *c, int coll);
 int pmc_trial_finish(pmc_op *op);
 /* Bytes from a buffer's start that the blocks counts[i] at displs[i]
  * (i < n, bytes) span. */

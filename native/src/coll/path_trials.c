@@ -37,15 +37,17 @@
 #define PMC_WATCH_FIRST 64u
 #define PMC_WATCH_MAX 4096u
 
-int pmc_trial_min_log2(const pmc_comm *c)
+int pmc_trial_min_log2(const pmc_comm *c, int coll)
 {
-    return c->node_ctx.yield_now ? PMC_TRIAL_MIN_LOG2_SHARED : PMC_TRIAL_MIN_LOG2;
+    /* A Bcast's cell is written once for every reader, and its cells held below 256 KiB on
+     * every host measured, shared cores or not. */
+    return c->node_ctx.yield_now && coll != PMC_COLL_BCAST ? PMC_TRIAL_MIN_LOG2_SHARED : PMC_TRIAL_MIN_LOG2;
 }
 
 /* Size class of a payload: its power of two, from the trials' smallest; -1 below. */
-static int class_of(const pmc_comm *c, uint64_t payload)
+static int class_of(const pmc_comm *c, int coll, uint64_t payload)
 {
-    const int least = pmc_trial_min_log2(c);
+    const int least = pmc_trial_min_log2(c, coll);
     if (payload < (UINT64_C(1) << least)) return -1;
     const int k = 63 - __builtin_clzll(payload) - least;
     return k < PMC_TRIAL_CLASSES ? k : PMC_TRIAL_CLASSES - 1;
@@ -56,7 +58,7 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
     pmc_op *op = c->op_cur;
     if (!c->path_trials || c->nnodes != 1 || op == NULL || coll != op->a.coll || coll <= 0 || coll >= PMC_COLL_COUNT)
         return table;
-    const int k = class_of(c, payload);
+    const int k = class_of(c, coll, payload);
     if (k < 0) return table;
     const pmc_trial_class *t = &c->trials[coll][k];
     /* A collective asks again on resuming or for a second phase: the same answer. */
@@ -96,7 +98,7 @@ static int fixed_form_of(int coll)
 int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes)
 {
     if (!c->path_trials || c->nnodes != 1 || coll <= 0 || coll >= PMC_COLL_COUNT) return -1;
-    const int k = class_of(c, bytes);
+    const int k = class_of(c, coll, bytes);
     if (k < 0) return -1;
     if (c->trials[coll][k].chosen) return c->trials[coll][k].chosen - 1;
     const int fixed = fixed_form_of(coll);
