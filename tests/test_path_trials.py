@@ -27,6 +27,12 @@ def test_no_trials_where_the_path_is_fixed(n: int, env: dict[str, str]) -> None:
     assert "path trials ok" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_persistent_requests_have_trials(n: int) -> None:
+    proc = run_mpi(n, "path_trials", "persistent", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
+    assert "path trials ok" in proc.stdout, proc.stdout
+
+
 def test_a_path_that_slows_down_is_tried_again() -> None:
     proc = run_mpi(2, "path_trials", "retrial", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
     assert "path trials ok" in proc.stdout, proc.stdout

@@ -13,7 +13,7 @@
 
 #define PMC_ERRMSG_LEN 768
 
-/* Per-launch copy-path trials (coll/path_trials.c): the first blocking calls
+/* Per-launch copy-path trials (coll/path_trials.c): the first blocking calls (or persistent Starts)
  * of a collective in each size class, from 256 KiB, try the cells and
  * single copy; the ranks then agree on the faster for the rest of
  * the communicator's life. Classes are powers of two of the payload. */
@@ -29,7 +29,7 @@ typedef struct pmc_trial_class {
     uint8_t calls;      /* trial calls completed */
     int8_t chosen;      /* 0: undecided; else the agreed PMC_PATH_* + 1 */
     int8_t first;       /* the table's path (the first trial's), kept on a tie */
-    uint32_t since;     /* once agreed: blocking calls on the agreed path since the last check */
+    uint32_t since;     /* once agreed: calls (as for trials) on the agreed path since the last check */
     uint32_t every;     /* calls between checks of the agreed path (doubling) */
     uint32_t retrials;  /* trials run again because a check found the agreed path slow */
     double end[PMC_TRIAL_CALLS]; /* when this rank finished each trial or watched call (CLOCK_MONOTONIC, s) */
@@ -171,7 +171,7 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table);
 /* The path the trials agreed on for blocks of `bytes` of collective `coll`
  * (a v form follows its fixed-size form's trials), -1 where none has. Every
  * rank holds the same verdicts between calls (each is agreed inside a
- * blocking call, and ops run in order), so both ends of a block read the same. */
+ * call, and ops run in order), so both ends of a block read the same. */
 int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes);
 /* log2 of the smallest payload of collective `coll` that has trials on this communicator. */
 int pmc_trial_min_log2(const pmc_comm *c, int coll);

@@ -395,6 +395,9 @@ int pmc_request_start(pmc_request *op)
         return rc;
     }
     op_reset(op);
+    /* A persistent request's Starts are a loop of the same call, timed as blocking calls are;
+     * a non-blocking request runs once, often beside others, and only follows the verdicts. */
+    op->trial_ok = op->persistent;
     op->active = 1;
     op->status = PMC_OK;
     op->next = NULL;

@@ -61,7 +61,7 @@ struct pmc_request {
     uint32_t polls;
     int64_t agree[10];     /* PYMCOLL_CHECK exchange */
     /* Path trial (coll/path_trials.c): only blocking calls time their path. */
-    int trial_ok;          /* a blocking call: may be a trial */
+    int trial_ok;          /* a blocking call or a persistent request's Start: may be a trial */
     int trial_path;        /* PMC_PATH_* this call tries (-1: not a trial) */
     int trial_class;       /* its size class */
     double trial_x[PMC_TRIAL_CALLS]; /* the agreement's exchange: when every trial ended */

@@ -391,8 +391,8 @@ def bench_collective(comm: Any, coll: str, sizes: Sequence[int], *, iters: Optio
     todo = planned_sizes(coll, sizes, ranks, dtype.itemsize)
     factor = busbw_factor(coll, ranks)
     alloc = (lambda elements, dt: pymcoll.alloc(elements, dt, comm)) if heap else None
-    # Only blocking calls are trials; requests take the path the trials agreed on.
-    trial_calls = _native.lib.PMC_TRIAL_CALLS_PER_CLASS if mode == "plain" else 0
+    # Blocking calls and persistent requests' Starts are trials.
+    trial_calls = _native.lib.PMC_TRIAL_CALLS_PER_CLASS
     records: list[dict[str, Any]] = []
     for index, size in enumerate(todo):
         if starting:

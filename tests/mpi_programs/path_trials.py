@@ -10,7 +10,8 @@ size from 256 KiB, must have finished its trials with a choice; "off": no
 trial may have run (PYMCOLL_PATH_TRIALS=0, a fixed PYMCOLL_CMA_MIN or
 PYMCOLL_COPY, several nodes); "mismatch": ranks that disagree on
 PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made;
-"retrial": a loop that slows down after its trials is tried again once.
+"retrial": a loop that slows down after its trials is tried again once;
+"persistent": persistent requests alone have their trials.
 """
 
 from __future__ import annotations
@@ -169,6 +170,39 @@ def retrial(comm: pymcoll.Comm) -> None:
     comm.Free()
 
 
+def persistent(comm: pymcoll.Comm) -> None:
+    """Only persistent requests: their Starts are the trials (a loop of Start and Wait), every
+    result is right on either path, and the ranks agree on the choice."""
+    n = (1 << 20) // 8
+    send = np.empty(n * comm.size)
+    out = np.empty(n)
+    vec, total = np.empty(n), np.empty(n)
+    scatter = comm.Scatter_init(send, out, root=0)
+    allreduce = comm.Allreduce_init(vec, total, op=MPI.SUM)
+    for call in range(12):
+        send[:] = np.arange(n * comm.size) + call
+        scatter.Start()
+        scatter.Wait()
+        expect_equal(out, send[comm.rank * n:(comm.rank + 1) * n], f"Scatter_init start {call}")
+        vec[:] = np.arange(n) * (comm.rank + 1) + call
+        allreduce.Start()
+        allreduce.Wait()
+        want = sum(np.arange(n) * (r + 1) + call for r in range(comm.size))
+        expect_equal(total, want, f"Allreduce_init start {call}")
+    scatter.Free()
+    allreduce.Free()
+    trials = comm.path_trials()
+    everyone = MPI.COMM_WORLD.allgather(trials)
+    assert all(e == everyone[0] for e in everyone), f"ranks report different trials: {everyone}"
+    assert {t["collective"] for t in trials} == {"Scatter", "Allreduce"}, trials
+    for t in trials:
+        assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
+    if comm.rank == 0:
+        print(f"path trials persistent: {trials}")
+        print("path trials ok")
+    comm.Free()
+
+
 def body() -> None:
     mode = sys.argv[1]
     if mode == "mismatch":
@@ -187,6 +221,9 @@ def body() -> None:
     comm = pymcoll.Comm(MPI.COMM_WORLD)
     if mode == "retrial":
         retrial(comm)
+        return
+    if mode == "persistent":
+        persistent(comm)
         return
     for nbytes in SIZES:
         for call in range(CALLS):

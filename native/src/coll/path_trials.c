@@ -17,8 +17,10 @@
  * which pays the switch, starts no period. The faster path wins, and every
  * later call of the class takes it. All inputs are the same on every rank
  * (call order, sizes MPI makes them agree on; one node shares one clock),
- * so the ranks try and choose alike. Requests (non-blocking, persistent)
- * are not timed; they take the agreed path once there is one.
+ * so the ranks try and choose alike. A persistent request's Starts count as
+ * such calls (each ends when the request completes, in the caller's Test or
+ * Wait or another call of this communicator); a non-blocking request is
+ * not timed and takes the agreed path once there is one.
  *
  * A host's speeds change during a launch (where the scheduler puts the two
  * cores decides whether they share a cache, and the cells' speed with it:
@@ -64,7 +66,7 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
     /* A collective asks again on resuming or for a second phase: the same answer. */
     if (op->trial_path >= 0 && op->trial_class == k) return op->trial_path;
     if (t->chosen) {
-        /* A blocking call on the agreed path is counted (and maybe watched) when it ends. */
+        /* A call that could be a trial is counted on the agreed path (and maybe watched) when it ends. */
         if (op->trial_ok && op->trial_path < 0) {
             op->trial_path = t->chosen - 1;
             op->trial_class = k;
