@@ -7,7 +7,7 @@ of medians says which path wins at each size. The crossover sizes are what
 PYMCOLL_INLINE_MAX and PYMCOLL_CMA_MIN should be on this machine.
 
     mpiexec -n 2 python perf/tune_copy_paths.py [--paths cico,cma] [--min-bytes 4K] [--max-bytes 1M]
-        [--colls Bcast,Allgather,Gather,Gatherv,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce_scatter_block]
+        [--colls Bcast,Allgather,Gather,Gatherv,Scatter,Alltoall,Scan,Exscan,Allreduce,Reduce,Reduce_scatter_block]
 
 Any other setting compares the same way, and --with-mpi adds the MPI's own
 collective as a last column, e.g. streaming stores off and on:
@@ -32,7 +32,7 @@ from pymcoll.config import parse_bytes
 
 
 # Collectives whose receive buffer holds one block (or vector) of n bytes.
-VECTOR_OUT = ("Scan", "Exscan", "Allreduce", "Reduce_scatter_block")
+VECTOR_OUT = ("Scan", "Exscan", "Allreduce", "Reduce", "Reduce_scatter_block")
 
 
 def make(comm: MPI.Comm, setting: str, value: str) -> pymcoll.Comm:
@@ -91,7 +91,7 @@ def main() -> None:
     for coll in args.colls.split(","):
         n = lo
         while n <= hi:
-            # n: bytes per rank's block (the whole vector for Scan, Exscan, Allreduce).
+            # n: bytes per rank's block (the whole vector for Scan, Exscan, Allreduce, Reduce).
             send = np.zeros(n * size if coll in ("Alltoall", "Reduce_scatter_block") else n, np.uint8)
             recv = np.zeros(n if coll in VECTOR_OUT else n * size, np.uint8)
             iters = max(5, min(2000, (64 << 20) // max(n * size, 1)))
