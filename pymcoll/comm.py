@@ -544,8 +544,7 @@ class Comm:
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
         ``PYMCOLL_COPY``, more than one node) or no blocking call or persistent Start of 256 KiB or
-        more per rank ran
-        (16 KiB where the node's ranks outnumber its CPUs, but for a Bcast).
+        more per rank ran (16 KiB where the node's ranks outnumber its CPUs, but for a Bcast).
         """
         handle = self._live_handle("path_trials")
         calls, retrials, chosen = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")

@@ -111,7 +111,8 @@ static inline void pmc_block_bounds(const uint64_t *counts, uint64_t block, int 
 int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                    const uint64_t *counts, int dtype, int rop);
 /* The same by single copy: each rank reduces its block from the others'
- * exposed inputs (no cells, one synchronisation). */
+ * exposed inputs (no cells, one synchronisation). recv may overlap send (in
+ * place, or a slice of send): the block then waits aside until all are done. */
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop);
 /* Allreduce (root < 0) or Reduce to local rank `root` by single copy: each

@@ -73,10 +73,9 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table)
         }
         return t->chosen - 1;
     }
-    /* Every trial ran but no choice was agreed (the agreement failed, and with it the
-     * communicator): no more trials. */
-    if (!op->trial_ok || t->calls >= PMC_TRIAL_CALLS) return table;
-    if (op->trial_path >= 0) return table;
+    /* No trial: a request that is not persistent, a call already trying another class, or
+     * every trial ran without an agreement (it failed, and with it the communicator). */
+    if (!op->trial_ok || op->trial_path >= 0 || t->calls >= PMC_TRIAL_CALLS) return table;
     const int first = t->calls == 0 ? table : t->first;
     const int other = first == PMC_PATH_CMA ? PMC_PATH_CICO : PMC_PATH_CMA;
     op->trial_path = t->calls < PMC_TRIAL_CALLS / 2 ? first : other;

@@ -16,9 +16,12 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     pmc_node *n = &c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype);
-    const int in_place = send == recv;
     uint64_t lo, hi, total;
     pmc_block_bounds(counts, block, L, me, &lo, &hi, &total);
+    /* The result waits aside while writing it would change the exposed input the others still
+     * read: in place (recv == send), or a slice of its own input (Allreduce in place). */
+    const uintptr_t in_at = (uintptr_t)send, out_at = (uintptr_t)recv;
+    const int in_place = hi > lo && out_at < in_at + total * esize && in_at < out_at + (hi - lo) * esize;
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f[1].aux = f->aux;
