@@ -33,12 +33,6 @@ def test_persistent_requests_have_trials(n: int) -> None:
     assert "path trials ok" in proc.stdout, proc.stdout
 
 
-@pytest.mark.parametrize("n", [2, 3, 4])
-def test_rooted_v_forms_alone_have_trials_their_root_decides(n: int) -> None:
-    proc = run_mpi(n, "path_trials", "vonly", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
-    assert "path trials ok" in proc.stdout, proc.stdout
-
-
 def test_a_path_that_slows_down_is_tried_again() -> None:
     proc = run_mpi(2, "path_trials", "retrial", env={"PYMCOLL_TIMEOUT": "60"}, timeout=120)
     assert "path trials ok" in proc.stdout, proc.stdout

@@ -155,12 +155,9 @@ void pmc_took(pmc_comm *c, int family);
 int pmc_node_path(const pmc_comm *c, int coll, uint64_t payload, int can_inline, int can_cma);
 /* Whether a block of `bytes` between two local ranks of a v form moves by
  * single copy (both ends know the count, so they choose alike); one call
- * decides many blocks and the ranks do not all know them: the table
- * decides, or the verdict of trials of its class (a Scatterv's or
- * Gatherv's blocks in the trials' sizes follow their root's header). */
+ * decides many blocks and the ranks do not all know them, so no v-form call
+ * is a trial: the table decides, or the verdict of trials of its class. */
 int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes);
-/* The table's path for a block of `bytes` of a v form (no trial consulted). */
-int pmc_table_path(const pmc_comm *c, int coll, uint64_t bytes);
 static inline int pmc_single_copy(const pmc_comm *c, int coll, uint64_t bytes)
 {
     return bytes > 0 && pmc_block_path(c, coll, bytes) == PMC_PATH_CMA;
@@ -176,22 +173,6 @@ int pmc_trial_path(const pmc_comm *c, int coll, uint64_t payload, int table);
  * rank holds the same verdicts between calls (each is agreed inside a
  * call, and ops run in order), so both ends of a block read the same. */
 int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes);
-/* Rooted v forms (Scatterv, Gatherv): only the root knows every block, so
- * for blocks in the trials' sizes (pmc_v_decided: both ends of a block
- * compute the same) the root decides one path for the whole call and
- * publishes it, in a header, in its inline line of the call's first step;
- * the others read it there. Where every other rank's block is decided, the
- * call counts for the collective's own trials (every rank reads the
- * header, so all count the same calls and agree on the same ends); else it
- * takes the verdict of its own or its fixed-size form's trials of the
- * largest block's class, or the table. pmc_v_root_header: the root's
- * header (0: no block decided); pmc_v_follow: the path a header names, and
- * a counted call joins the trials; pmc_v_block_cma: whether a block of
- * `bytes` moves by single copy under `header`. */
-int pmc_v_decided(const pmc_comm *c, int coll, uint64_t bytes);
-uint32_t pmc_v_root_header(pmc_comm *c, int coll, const uint64_t *counts, int root);
-int pmc_v_follow(pmc_comm *c, uint32_t header);
-int pmc_v_block_cma(const pmc_comm *c, int coll, uint64_t bytes, uint32_t header);
 /* log2 of the smallest payload of collective `coll` that has trials on this communicator. */
 int pmc_trial_min_log2(const pmc_comm *c, int coll);
 int pmc_trial_finish(pmc_op *op);

@@ -11,8 +11,7 @@ trial may have run (PYMCOLL_PATH_TRIALS=0, a fixed PYMCOLL_CMA_MIN or
 PYMCOLL_COPY, several nodes); "mismatch": ranks that disagree on
 PYMCOLL_PATH_TRIALS get an error naming it when the communicator is made;
 "retrial": a loop that slows down after its trials is tried again once;
-"persistent": persistent requests alone have their trials; "vonly": Scatterv
-and Gatherv alone (uneven blocks, changing roots) have trials of their own.
+"persistent": persistent requests alone have their trials.
 """
 
 from __future__ import annotations
@@ -111,7 +110,7 @@ def calls(comm: pymcoll.Comm, nbytes: int, call: int) -> list[tuple[str, Callabl
             expect_equal(out, mine(size - 1), f"Reduce to {root} {nbytes} B call {call}")
 
     def scatterv() -> None:
-        # The root decides a v form's path for the call (its own trials, or its fixed-size form's verdict).
+        # A v form takes the path its fixed-size form's trials agreed on, block by block.
         blocks = [n - r for r in range(size)]
         displs = [sum(blocks[:r]) for r in range(size)]
         send = np.concatenate([mine(0)[: blocks[r]] + r for r in range(size)]) if rank == 0 else None
@@ -204,64 +203,6 @@ def persistent(comm: pymcoll.Comm) -> None:
     comm.Free()
 
 
-def v_only(comm: pymcoll.Comm) -> None:
-    """Only rooted v forms: the root, which alone knows every block, decides each call's path and
-    publishes it; the calls in which every other rank's block is in the trials' sizes are the trials,
-    counted alike on every rank whichever rank is the root. Uneven blocks, roots that change from call
-    to call, a non-blocking call between them (it follows, never counts) and, after the trials, a call
-    with one block below the trials' sizes (it takes the verdict or the table and counts for nothing)."""
-    rank, size = comm.rank, comm.size
-    n = (1 << 20) // 8
-    # Every block in one size class (512 KiB - 1 MiB), whichever rank is the root.
-    blocks = [n - 3 * r - 3 for r in range(size)]
-
-    def mine(r: int, call: int) -> np.ndarray:
-        return np.arange(blocks[r], dtype=np.float64) + 1000 * call + 7 * r
-
-    def scatterv(root: int, call: int, counts: list[int], nonblocking: bool = False) -> None:
-        offs = [sum(counts[:r]) for r in range(size)]
-        send = np.concatenate([mine(r, call)[:counts[r]] for r in range(size)]) if rank == root else None
-        out = np.full(counts[rank], -1.0)
-        spec = [send, counts, offs, MPI.DOUBLE] if rank == root else None
-        if nonblocking:
-            comm.Iscatterv(spec, out, root=root).Wait()
-        else:
-            comm.Scatterv(spec, out, root=root)
-        expect_equal(out, mine(rank, call)[:counts[rank]], f"Scatterv from {root} call {call}")
-
-    def gatherv(root: int, call: int, counts: list[int]) -> None:
-        offs = [sum(counts[:r]) for r in range(size)]
-        out = np.full(sum(counts), -1.0) if rank == root else None
-        comm.Gatherv(mine(rank, call)[:counts[rank]], [out, counts, offs, MPI.DOUBLE] if rank == root else None,
-                     root=root)
-        if rank == root:
-            want = np.concatenate([mine(r, call)[:counts[r]] for r in range(size)])
-            expect_equal(out, want, f"Gatherv to {root} call {call}")
-
-    for call in range(CALLS):
-        root = call % size
-        scatterv(root, call, blocks)
-        scatterv((root + 1) % size, call, blocks, nonblocking=True)
-        gatherv(size - 1 - root, call, blocks)
-    trials = comm.path_trials()
-    # One block of 8 bytes: the root alone decides the others' path, and the call is no trial.
-    small = [1 if r == size - 1 else blocks[r] for r in range(size)]
-    for call in range(CALLS, CALLS + 3):
-        scatterv(0, call, small)
-        gatherv(0, call, small)
-    assert comm.path_trials() == trials, (trials, comm.path_trials())
-    everyone = MPI.COMM_WORLD.allgather(trials)
-    assert all(e == everyone[0] for e in everyone), f"ranks report different trials: {everyone}"
-    assert {t["collective"] for t in trials} == {"Scatterv", "Gatherv"}, trials
-    for t in trials:
-        assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
-        assert t["cells_s"] > 0 and t["single_copy_s"] > 0, t
-    if comm.rank == 0:
-        print(f"path trials vonly: {trials}")
-        print("path trials ok")
-    comm.Free()
-
-
 def body() -> None:
     mode = sys.argv[1]
     if mode == "mismatch":
@@ -284,9 +225,6 @@ def body() -> None:
     if mode == "persistent":
         persistent(comm)
         return
-    if mode == "vonly":
-        v_only(comm)
-        return
     for nbytes in SIZES:
         for call in range(CALLS):
             for _name, run in calls(comm, nbytes, call):
@@ -305,7 +243,7 @@ def body() -> None:
         names = {t["collective"] for t in trials}
         # Every collective that has a single-copy path on one node tried both.
         assert names >= {"Bcast", "Allgather", "Allgatherv", "Gather", "Scatter", "Alltoall",
-                         "Reduce_scatter_block", "Scan", "Allreduce", "Reduce", "Scatterv", "Gatherv"}, names
+                         "Reduce_scatter_block", "Scan", "Allreduce", "Reduce"}, names
         for t in trials:
             assert t["calls"] == 8 and t["chosen"] in ("cells", "single copy"), t
             assert t["min_bytes"] >= least and t["cells_s"] > 0 and t["single_copy_s"] > 0, t
@@ -314,11 +252,8 @@ def body() -> None:
                              else (t["single_copy_s"], t["cells_s"]))
             assert loser >= 0.95 * winner, t
         # No trial below the smallest class: where each rank has a core, the sizes below 256 KiB made
-        # no class of their own; where ranks share cores, 32 KiB did. A v form's class is its largest
-        # block's but the root's, 8 bytes short of the size here: one class lower.
-        fixed = [t for t in trials if t["collective"] not in ("Scatterv", "Gatherv")]
-        assert min(t["min_bytes"] for t in fixed) == (32 << 10 if shared else 256 << 10), trials
-        assert min(t["min_bytes"] for t in trials if t not in fixed) == (16 << 10 if shared else 512 << 10), trials
+        # no class of their own; where ranks share cores, 32 KiB did.
+        assert min(t["min_bytes"] for t in trials) == (32 << 10 if shared else 256 << 10), trials
     if comm.rank == 0:
         print(f"path trials {mode}: {len(trials)} classes, " + ", ".join(
             f"{t['collective']}@{t['min_bytes'] >> 10}K->{t['chosen']}" for t in trials))

@@ -84,14 +84,9 @@ static int choose_path(const pmc_comm *c, int coll, uint64_t payload, int can_in
     return PMC_PATH_CICO;
 }
 
-int pmc_table_path(const pmc_comm *c, int coll, uint64_t bytes)
-{
-    return choose_path(c, coll, bytes, 0, 1, 0);
-}
-
 int pmc_block_path(const pmc_comm *c, int coll, uint64_t bytes)
 {
-    const int table = pmc_table_path(c, coll, bytes);
+    const int table = choose_path(c, coll, bytes, 0, 1, 0);
     /* Verdicts exist only where the table is consulted (trials are off for a
      * forced path, a set crossover, or without single copy). */
     const int agreed = pmc_trial_verdict(c, coll, bytes);

@@ -2,10 +2,7 @@
  * big enough for single copy stores it straight into the root's receive
  * buffer; the others stream through the gather cells. A pair's path depends
  * only on its count, which both its ends know, so the writers need not know
- * each other's counts; but a block in the path trials' sizes takes the
- * path the root chose for the call (comm.h: pmc_v_root_header), published
- * in the root's line of step s (with no table when every block goes
- * through the cells), which its writer reads first.
+ * each other's counts.
  *
  * The writers cannot know where their block goes (only the root has the
  * displacements), so the root publishes, in its inline line of the cells'
@@ -60,40 +57,25 @@ static int store_block(pmc_op *op, int root, uint64_t s, const void *send, uint6
     return pmc_store(n, root, &d[1], at + sizeof(uint64_t), &stored, sizeof(stored));
 }
 
-/* The root's exposures: its receive buffer and its table (none when no
- * block moves by single copy), and its header in the first's spare word.
- * Built inside the awaited call, so that a resumed publish copies them out
- * again. */
+/* The root's exposures: its receive buffer and its table. Built inside the
+ * awaited call, so that a resumed publish copies them out again. */
 static int publish_table(pmc_op *op, pmc_frame *f, void *recv, const uint64_t *rcounts, const uint64_t *rdispls,
-                         const uint64_t *table, uint32_t header)
+                         const uint64_t *table)
 {
     const int L = op->c->node_ctx.local_size;
     pmc_desc d[2];
-    memset(d, 0, sizeof(d));
-    if (table != NULL) {
-        pmc_desc_make(op->c->heap, recv, pmc_v_extent(rcounts, rdispls, L), &d[0]);
-        pmc_desc_make(op->c->heap, table, (uint64_t)L * 2 * sizeof(uint64_t), &d[1]);
-    }
-    d[0].pad = header;
+    pmc_desc_make(op->c->heap, recv, pmc_v_extent(rcounts, rdispls, L), &d[0]);
+    pmc_desc_make(op->c->heap, table, (uint64_t)L * 2 * sizeof(uint64_t), &d[1]);
     return pmc_inline_publish(op, f, d, sizeof(d));
 }
 
-/* The header in the root's line of step s. */
-static uint32_t header_of(const pmc_node *n, int root, uint64_t s)
-{
-    pmc_desc d0;
-    memcpy(&d0, pmc_inline_payload(pmc_inline_line(n, root, s)), sizeof(d0));
-    return d0.pad;
-}
-
 /* The root, once every writer acknowledged: each single-copy entry must say its block was stored. */
-static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *table, uint32_t header)
+static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *table)
 {
     pmc_comm *c = op->c;
     pmc_node *n = &c->node_ctx;
     for (int i = 0; i < n->local_size; ++i) {
-        if (i == n->local_rank || !pmc_v_block_cma(c, PMC_COLL_GATHERV, rcounts[i], header) ||
-            table[2 * i + 1] == STORED)
+        if (i == n->local_rank || !pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]) || table[2 * i + 1] == STORED)
             continue;
         snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d did not send its %" PRIu64 " bytes by single "
                  "copy (it counts another size; the ranks disagree on the message size; PYMCOLL_CHECK=1 names "
@@ -105,10 +87,10 @@ static int check_stored(pmc_op *op, const uint64_t *rcounts, const uint64_t *tab
 }
 
 /* Whether the root expects any block by single copy. */
-static int expects_single_copy(const pmc_comm *c, const uint64_t *rcounts, int root, int L, uint32_t header)
+static int expects_single_copy(const pmc_comm *c, const uint64_t *rcounts, int root, int L)
 {
     for (int i = 0; i < L; ++i)
-        if (i != root && pmc_v_block_cma(c, PMC_COLL_GATHERV, rcounts[i], header)) return 1;
+        if (i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i])) return 1;
     return 0;
 }
 
@@ -118,14 +100,11 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
     pmc_comm *c = op->c;
     pmc_node *n = &c->node_ctx;
     const int me = n->local_rank, L = n->local_size;
-    /* The root's header (the same on resuming: the trials keep the call's answer). */
-    const uint32_t header = me == root && L > 1 ? pmc_v_root_header(c, PMC_COLL_GATHERV, rcounts, root) : 0;
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f->p = NULL;
-    f->k = header;
     /* A node of one rank has no segment: the cells copy its block. */
-    if (L > 1 && me == root && expects_single_copy(c, rcounts, root, L, header)) {
+    if (L > 1 && me == root && expects_single_copy(c, rcounts, root, L)) {
         /* The cells' counts (single-copy blocks empty), then the table the writers read. */
         uint64_t *cells = pmc_scratch(c, (size_t)L * 3 * sizeof(uint64_t));
         if (cells == NULL) {
@@ -134,18 +113,14 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
         }
         uint64_t *table = cells + L;
         for (int i = 0; i < L; ++i) {
-            int single = i != root && pmc_v_block_cma(c, PMC_COLL_GATHERV, rcounts[i], header);
+            int single = i != root && pmc_single_copy(c, PMC_COLL_GATHERV, rcounts[i]);
             cells[i] = single ? 0 : rcounts[i];
             table[2 * i] = rdispls[i];
             table[2 * i + 1] = rcounts[i];
         }
         f->p = cells;
         f[1].aux = f->aux;
-        PMC_AWAIT(f, publish_table(op, f + 1, recv, rcounts, rdispls, (const uint64_t *)f->p + L, header));
-    } else if (header != 0) {
-        /* Every block goes through the cells, but the writers of decided blocks wait for the header. */
-        f[1].aux = f->aux;
-        PMC_AWAIT(f, publish_table(op, f + 1, recv, rcounts, rdispls, NULL, header));
+        PMC_AWAIT(f, publish_table(op, f + 1, recv, rcounts, rdispls, (const uint64_t *)f->p + L));
     }
     if (me == root) {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, f->p ? (const uint64_t *)f->p : rcounts,
@@ -154,31 +129,24 @@ int pmc_gatherv_node_split(pmc_op *op, pmc_frame *f, const void *send, void *rec
             /* Every writer acknowledges the first step once done with this rank's line and table (a
              * single-copy writer once its block is in place); then the marks tell who stored. */
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
-            int rc = check_stored(op, rcounts, (const uint64_t *)f->p + L, (uint32_t)f->k);
+            int rc = check_stored(op, rcounts, (const uint64_t *)f->p + L);
             if (rc != PMC_OK) {
                 f->pc = 0;
                 return rc;
             }
         }
-    } else if (L > 1 && (pmc_v_decided(c, PMC_COLL_GATHERV, count) || pmc_single_copy(c, PMC_COLL_GATHERV, count))) {
-        /* The root's line: its table, and for a decided block its header naming this call's path. */
+    } else if (L > 1 && pmc_single_copy(c, PMC_COLL_GATHERV, count)) {
         f->peers[0] = root;
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, f->peers, 1, f->aux));
-        if (pmc_v_decided(c, PMC_COLL_GATHERV, count)) {
-            f->k = header_of(n, root, f->aux);
-            (void)pmc_v_follow(c, (uint32_t)f->k);
-        }
-        if (pmc_v_block_cma(c, PMC_COLL_GATHERV, count, (uint32_t)f->k)) {
+        {
             int rc = store_block(op, root, f->aux, send, count);
             if (rc != PMC_OK) {
                 f->pc = 0;
                 return rc;
             }
-            pmc_node_post(n, PMC_FLAG_ACK, f->aux);
-            PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, NULL, NULL, root, 0));
-        } else {
-            PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, count, NULL, NULL, root, 0));
         }
+        pmc_node_post(n, PMC_FLAG_ACK, f->aux);
+        PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, 0, NULL, NULL, root, 0));
     } else {
         PMC_AWAIT(f, pmc_gather_node_cico(op, f + 1, send, recv, count, NULL, NULL, root, 0));
     }

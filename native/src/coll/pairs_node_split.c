@@ -3,10 +3,7 @@
  * big enough for single copy is fetched by its receiver straight from the
  * sender's buffer; the others stream through the pairs cells. A pair's path
  * depends only on its count, which both its ends know, so no rank needs
- * the others' counts; but a Scatterv block in the path trials' sizes takes
- * the path its root chose for the call (comm.h: pmc_v_root_header), which
- * the root publishes in its inline line of step s and its reader reads
- * there first.
+ * the others' counts.
  *
  * The cells then run with the single-copy blocks counted as empty. Their
  * first step s also carries each sender's exposure (in its inline line): its
@@ -26,20 +23,12 @@
 #include "../node/cma.h"
 #include "node_algos.h"
 
-/* Whether a block of `bytes` moves by single copy: a Scatterv's in the
- * trials' sizes as its root's header says (comm.h), any other by its count. */
-static int block_cma(const pmc_comm *c, int coll, uint64_t bytes, uint32_t header)
-{
-    return coll == PMC_COLL_SCATTERV ? pmc_v_block_cma(c, coll, bytes, header) : pmc_single_copy(c, coll, bytes);
-}
-
 /* Whether any block between this rank and another takes single copy:
  * sends (counts of the receivers) or receives (counts of the senders). */
-static int any_single_copy(const pmc_comm *c, int coll, const uint64_t *counts, uint64_t block, int me, int L,
-                           uint32_t header)
+static int any_single_copy(const pmc_comm *c, int coll, const uint64_t *counts, uint64_t block, int me, int L)
 {
     for (int i = 0; i < L; ++i)
-        if (i != me && block_cma(c, coll, pmc_count_of(counts, block, i), header)) return 1;
+        if (i != me && pmc_single_copy(c, coll, pmc_count_of(counts, block, i))) return 1;
     return 0;
 }
 
@@ -59,11 +48,10 @@ static int even_stride(const uint64_t *displs, int L, uint64_t *stride)
 }
 
 /* Publishes this sender's exposure: its send buffer, and its displacements
- * (or their stride), and a Scatterv root's header in the first's spare
- * word. Built inside the awaited call, so that a resumed publish copies
- * them out again. */
+ * (or their stride). Built inside the awaited call, so that a resumed
+ * publish copies them out again. */
 static int publish_send(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
-                        const uint64_t *sdispls, uint32_t header)
+                        const uint64_t *sdispls)
 {
     pmc_comm *c = op->c;
     const int L = c->node_ctx.local_size;
@@ -74,23 +62,13 @@ static int publish_send(pmc_op *op, pmc_frame *f, const void *send, const uint64
         d[1] = (pmc_desc){.where = stride, .len = 0, .kind = DISPLS_STRIDE, .pad = 0};
     else
         pmc_desc_make(c->heap, sdispls, (uint64_t)L * sizeof(uint64_t), &d[1]);
-    d[0].pad = header;
     return pmc_inline_publish(op, f, d, sizeof(d));
 }
 
-/* The header in the root's line of step s. */
-static uint32_t header_of(const pmc_node *n, int root, uint64_t s)
-{
-    pmc_desc d0;
-    memcpy(&d0, pmc_inline_payload(pmc_inline_line(n, root, s)), sizeof(d0));
-    return d0.pad;
-}
-
 /* counts with the single-copy blocks set to 0 (this rank's own kept). */
-static void cells_only(const pmc_comm *c, int coll, uint64_t *dst, const uint64_t *counts, int me, int L,
-                       uint32_t header)
+static void cells_only(const pmc_comm *c, int coll, uint64_t *dst, const uint64_t *counts, int me, int L)
 {
-    for (int i = 0; i < L; ++i) dst[i] = i != me && block_cma(c, coll, counts[i], header) ? 0 : counts[i];
+    for (int i = 0; i < L; ++i) dst[i] = i != me && pmc_single_copy(c, coll, counts[i]) ? 0 : counts[i];
 }
 
 int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint64_t *scounts,
@@ -102,40 +80,31 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
     const int me = n->local_rank, L = n->local_size;
     const int i_write = root < 0 || me == root, i_read = root < 0 || me != root;
     const int kind = root < 0 ? PMC_COLL_ALLTOALLV : PMC_COLL_SCATTERV; /* whose crossover applies */
-    /* A Scatterv root's header (the same on resuming: the trials keep the call's answer). */
-    const uint32_t header = root >= 0 && me == root && L > 1 ? pmc_v_root_header(c, kind, scounts, root) : 0;
-    const int exposes = L > 1 && i_write && any_single_copy(c, kind, scounts, block, me, L, header);
+    const int exposes = L > 1 && i_write && any_single_copy(c, kind, scounts, block, me, L);
     /* Alltoallv receivers adjust their counts too; a Scatterv reader has one. */
-    const int adjusts = exposes || (L > 1 && root < 0 && any_single_copy(c, kind, rcounts, block, me, L, 0));
+    const int adjusts = exposes || (L > 1 && root < 0 && any_single_copy(c, kind, rcounts, block, me, L));
     const int pos = root < 0 ? 0 : (me - root - 1 + L) % L; /* order among the Scatterv readers */
     unsigned char *out = recv;
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f->p = NULL;
-    f->k = header;
     if (adjusts) {
         f->p = pmc_scratch(c, 2 * (size_t)L * sizeof(uint64_t));
         if (f->p == NULL) {
             f->pc = 0;
             return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
         }
-        if (i_write) cells_only(c, kind, f->p, scounts, me, L, header);
-        if (root < 0) cells_only(c, kind, (uint64_t *)f->p + L, rcounts, me, L, 0);
+        if (i_write) cells_only(c, kind, f->p, scounts, me, L);
+        if (root < 0) cells_only(c, kind, (uint64_t *)f->p + L, rcounts, me, L);
     }
-    if (exposes || header != 0) {
+    if (exposes) {
         f[1].aux = f->aux;
-        PMC_AWAIT(f, publish_send(op, f + 1, send, scounts, sdispls, header));
+        PMC_AWAIT(f, publish_send(op, f + 1, send, scounts, sdispls));
     }
     if (L > 1 && i_read) {
         for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
             f->peers[1] = root < 0 ? (me + 1 + f->j) % L : root;
-            if (root >= 0 && pmc_v_decided(c, kind, block)) {
-                /* The root decided this call's path: its header says which. */
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &f->peers[1], 1, f->aux));
-                f->k = header_of(n, root, f->aux);
-                (void)pmc_v_follow(c, (uint32_t)f->k);
-            }
-            if (!block_cma(c, kind, pmc_count_of(rcounts, block, f->peers[1]), (uint32_t)f->k)) continue;
+            if (!pmc_single_copy(c, kind, pmc_count_of(rcounts, block, f->peers[1]))) continue;
             if (root >= 0 && pos >= PMC_CMA_READERS) {
                 f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
@@ -169,7 +138,7 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
                                          NULL, NULL, block, root, 0));
     } else {
         PMC_AWAIT(f, pmc_pairs_node_cico(op, f + 1, send, NULL, NULL, recv, NULL, NULL,
-                                         block_cma(c, kind, block, (uint32_t)f->k) ? 0 : block, root, 0));
+                                         pmc_single_copy(c, kind, block) ? 0 : block, root, 0));
     }
     /* The single-copy receivers are done with the send buffer. */
     if (exposes) PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));

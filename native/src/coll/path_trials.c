@@ -106,61 +106,6 @@ int pmc_trial_verdict(const pmc_comm *c, int coll, uint64_t bytes)
     return c->trials[fixed][k].chosen ? c->trials[fixed][k].chosen - 1 : -1;
 }
 
-int pmc_v_decided(const pmc_comm *c, int coll, uint64_t bytes)
-{
-    return bytes > 0 && c->path_trials && c->nnodes == 1 && c->node_ctx.local_size > 1 && c->cma_ok &&
-           bytes >= (UINT64_C(1) << pmc_trial_min_log2(c, coll));
-}
-
-/* The header's fields: bit 0 set in every header, the path in bits 1-2,
- * whether the call counts for the trials in bit 3, the class from bit 4. */
-#define V_HEADER_SET 1u
-#define V_COUNTED 8u
-
-uint32_t pmc_v_root_header(pmc_comm *c, int coll, const uint64_t *counts, int root)
-{
-    const int L = c->node_ctx.local_size;
-    uint64_t largest = 0;
-    int every = 1; /* every other rank's block decided: all of them read the header */
-    for (int i = 0; i < L; ++i) {
-        if (i == root) continue;
-        if (!pmc_v_decided(c, coll, counts[i])) every = 0;
-        else if (counts[i] > largest) largest = counts[i];
-    }
-    if (largest == 0) return 0;
-    const int k = class_of(c, coll, largest);
-    int path;
-    uint32_t counted = 0;
-    const pmc_trial_class *own = &c->trials[coll][k];
-    if (every && (own->chosen || own->calls > 0 || !c->trials[fixed_form_of(coll)][k].chosen)) {
-        /* Its own trials (or its verdict, watched), as a fixed-size collective's; once begun they
-         * finish even where the fixed-size form has agreed since. */
-        path = pmc_trial_path(c, coll, largest, pmc_table_path(c, coll, largest));
-        counted = c->op_cur != NULL && c->op_cur->trial_path >= 0 ? V_COUNTED : 0;
-    } else {
-        path = pmc_block_path(c, coll, largest);
-    }
-    return V_HEADER_SET | (uint32_t)path << 1 | counted | (uint32_t)k << 4;
-}
-
-int pmc_v_follow(pmc_comm *c, uint32_t header)
-{
-    const int path = (int)(header >> 1 & 3u);
-    pmc_op *op = c->op_cur;
-    /* The root counted the call for its trials: so does this rank, with the same ends to agree on. */
-    if ((header & V_COUNTED) && op != NULL) {
-        op->trial_path = path;
-        op->trial_class = (int)(header >> 4);
-    }
-    return path;
-}
-
-int pmc_v_block_cma(const pmc_comm *c, int coll, uint64_t bytes, uint32_t header)
-{
-    if (!pmc_v_decided(c, coll, bytes)) return pmc_single_copy(c, coll, bytes);
-    return (header & V_HEADER_SET) && (header >> 1 & 3u) == PMC_PATH_CMA;
-}
-
 /* Starts the exchange of this rank's `n` ends for their maxima over the ranks. */
 static int agree_on_ends(pmc_op *op, const double *ends, int n)
 {
