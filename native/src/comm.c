@@ -175,6 +175,11 @@ static int setup_segment(pmc_comm *c, const pmc_config *cfg_in, int local_rank, 
     if (out.ok) {
         c->shm_active = 1;
         c->data_bytes = cfg->shm_bytes;
+        /* Map the cells' pages in this process now (the creator reserved them): else each
+         * page's first use, which the ring's advance spreads over the first dozens of calls,
+         * faults in every process, and the early calls (the cells' path trials among them) ran
+         * 2-5x slower. Best effort: a kernel without it faults them as before. */
+        if (seg->base != NULL) (void)pmc_segment_populate(seg->data, cfg->shm_bytes);
         if (seg->base != NULL && seg->heap_bytes > 0) {
             c->heap = pmc_heap_create(seg->base, seg->bytes, seg->heap, seg->heap_bytes, local_rank, local_size);
             if (c->heap == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "out of memory for the heap allocator");
