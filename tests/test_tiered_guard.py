@@ -99,6 +99,40 @@ def test_guard_keeps_its_leader_through_close_calls():
         Guard(shadows, "a", margin=1.0)
 
 
+def test_first_training_hands_the_lead_to_the_best_classical_shadow():
+    shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
+    g = Guard(shadows, "learned", window=3000, margin=0.01)
+    g.record({"learned": fake_batch(1000, 700), "a": fake_batch(1000, 500), "b": fake_batch(1000, 600)}, "learned")
+    # The preferred shadow's record is not its own yet: the best of the others leads, whatever the margin.
+    g.hand_lead_to_best_rival()
+    assert g.leader == "b"
+    # It takes the lead back by the margin rule, as any rival would.
+    g.record({"learned": fake_batch(1000, 700), "a": fake_batch(1000, 500), "b": fake_batch(1000, 600)}, "b")
+    assert g.choose() == "learned"
+    # A classical leader stays where it is.
+    g.leader = "a"
+    g.hand_lead_to_best_rival()
+    assert g.leader == "a"
+
+
+def test_training_starts_the_guarded_policy_from_a_classical_leader():
+    rng = np.random.default_rng(5)
+    ids = zipf_ids(rng, 2000, 20000, 0.9)
+    # A margin no rival passes: the untrained model's order (LRU's) leads until the training.
+    pol = LearnedCachePolicy(2000, guard_window=8192, guard_margin=0.9)
+    pol.reset(100)
+    for t0 in range(0, 8192, 1024):
+        pol.observe(ids[t0:t0 + 1024], t0)
+    assert pol.guard.leader == "learned"
+    pol.train()
+    assert pol.guard.leader in ONLINE
+    # A second training does not move the lead: by then the model's record is its own.
+    pol.guard.leader = "learned"
+    pol.train()
+    assert pol.guard.leader == "learned"
+
+
+
 # ---------------------------------------------------------------------------
 # The real tier following the leader
 # ---------------------------------------------------------------------------

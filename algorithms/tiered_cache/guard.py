@@ -203,6 +203,14 @@ class Guard:
             self._sums -= old_counts
         self.led[served_by] = self.led.get(served_by, 0) + n
 
+    def hand_lead_to_best_rival(self) -> None:
+        """If the preferred shadow leads, the shadow with the most hits over the window among the
+        others leads instead (the preferred one's record so far did not come from what it is now)."""
+        if self.leader != self.preferred or len(self.names) < 2:
+            return
+        rivals = [i for i, name in enumerate(self.names) if name != self.preferred]
+        self.leader = self.names[max(rivals, key=lambda i: (int(self._sums[i]), -i))]
+
     def window_hits(self) -> dict[str, int]:
         """Hits of each shadow over the window."""
         return {name: int(h) for name, h in zip(self.names, self._sums, strict=True)}

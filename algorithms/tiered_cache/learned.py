@@ -28,7 +28,8 @@ The guard (:mod:`.guard`): the model's order and each classical policy of
 `experts` serve the stream as shadow caches of the same capacity; once the
 model is trained, the leader of each batch is the model's order unless a
 classical shadow had strictly more hits over the last `guard_window`
-lookups. The real fast tier follows the leader: on a miss it evicts a row
+lookups (at the first training a lead the untrained order holds, which was
+LRU's, goes to the best classical shadow: the model must win it back). The real fast tier follows the leader: on a miss it evicts a row
 the leader's shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
 does. This is measured on the stream being served, whatever it is, not
@@ -272,6 +273,10 @@ class LearnedCachePolicy(LearnedOrder):
         model = TinyMLP(x.shape[1], self.hidden, seed=self.seed + self.trainings)
         loss = model.fit(x[:keep], labels[:keep], epochs=self.epochs, seed=self.seed + self.trainings)
         self.model = model
+        if self.trainings == 0 and self.guard_on:
+            # Until now the model's order was LRU's (no predictions): its hits over the window say
+            # nothing of the model, so it takes the lead back only by beating the best classical one.
+            self.guard.hand_lead_to_best_rival()
         self.trainings += 1
         self._since_train = 0
         spent = time.thread_time() - start
