@@ -272,11 +272,11 @@ class LearnedCachePolicy(LearnedOrder):
         keep = max(1, int(ids.size * 0.9))
         model = TinyMLP(x.shape[1], self.hidden, seed=self.seed + self.trainings)
         loss = model.fit(x[:keep], labels[:keep], epochs=self.epochs, seed=self.seed + self.trainings)
-        self.model = model
-        if self.trainings == 0 and self.guard_on:
+        if self.model is None and self.guard_on:
             # Until now the model's order was LRU's (no predictions): its hits over the window say
             # nothing of the model, so it takes the lead back only by beating the best classical one.
             self.guard.hand_lead_to_best_rival()
+        self.model = model
         self.trainings += 1
         self._since_train = 0
         spent = time.thread_time() - start
