@@ -29,8 +29,9 @@ The guard (:mod:`.guard`): the model's order and each classical policy of
 model is trained, the leader of each batch is the model's order unless a
 classical shadow had strictly more hits over the last `guard_window`
 lookups (at the first training a lead the untrained order holds, which was
-LRU's, goes to the best classical shadow: the model must win it back). The real fast tier follows the leader: on a miss it evicts a row
-the leader's shadow does not hold (the one the leader dropped last),
+LRU's, goes to the best classical shadow: the model must win it back). The
+real fast tier follows the leader: on a miss it evicts a row the leader's
+shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
 does. This is measured on the stream being served, whatever it is, not
 assumed from the kind of trace. Rows brought in by a prefetcher are not in

@@ -28,6 +28,13 @@ static uint64_t *slice_tables(void *scratch, int L, int table)
     return (uint64_t *)scratch + (size_t)table * (size_t)L;
 }
 
+/* Where this rank's slice of the result goes: into place in recv (at byte
+ * `offset`) where it keeps the result, else the scratch after the tables. */
+static void *result_slice(void *recv, uint64_t offset, void *scratch, int L, int keeps)
+{
+    return keeps ? (void *)((unsigned char *)recv + offset) : (void *)slice_tables(scratch, L, 3);
+}
+
 int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
                            int root)
 {
@@ -56,11 +63,9 @@ int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *rec
         slice_tables(f->p, L, 1)[i] = (b - a) * esize;
         slice_tables(f->p, L, 2)[i] = a * esize;
     }
-    PMC_AWAIT(f, pmc_reduce_scatter_node_cma(op, f + 1, send,
-                                             keeps ? (unsigned char *)recv + lo * esize : (void *)slice_tables(f->p, L, 3),
-                                             0, slice_tables(f->p, L, 0), dtype, rop));
-    PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1,
-                                     keeps ? (unsigned char *)recv + lo * esize : (void *)slice_tables(f->p, L, 3), recv,
-                                     0, slice_tables(f->p, L, 1), slice_tables(f->p, L, 2), root));
+    PMC_AWAIT(f, pmc_reduce_scatter_node_cma(op, f + 1, send, result_slice(recv, lo * esize, f->p, L, keeps), 0,
+                                             slice_tables(f->p, L, 0), dtype, rop));
+    PMC_AWAIT(f, pmc_gather_node_cma(op, f + 1, result_slice(recv, lo * esize, f->p, L, keeps), recv, 0,
+                                     slice_tables(f->p, L, 1), slice_tables(f->p, L, 2), root));
     PMC_CO_END(f);
 }
