@@ -96,23 +96,7 @@ def _snap(value: Any) -> Any:
 
 
 #: Matches no call: Scatterv's and Gatherv's quick path is closed.
-_NO_QUICK = (object(), object(), None, None, None, None)
-
-
-def _still(q: tuple, vspec: Any, plain: Any, root: Any) -> bool:
-    """Whether a Scatterv or Gatherv with these specs and root may rerun what Comm._quick
-    described in `q`: the same objects, and nothing changed in them. `vspec` is the root's
-    ``[buf, counts, displs, datatype]`` (None off the root), described by a tuple; `plain` is
-    the other side's array (None or IN_PLACE), described by its dtype. A list changed in place
-    no longer matches. Written out in one expression: this runs before every call of a loop
-    of rooted v-calls, where one more Python call is a tenth of the whole call."""
-    if vspec is not q[0] or plain is not q[1] or root != q[2]:
-        return False
-    d, t = q[3], q[4]
-    return ((d is None or (len(vspec) == 4 and vspec[0] is d[0] and type(vspec[1]) is list
-                           and vspec[1] == d[1] and type(vspec[2]) is list and vspec[2] == d[2]
-                           and vspec[3] is d[3] and d[0].dtype is d[4]))
-            and (t is None or plain.dtype is t))
+_NO_QUICK = (object(), object(), None, None, None, None, None)
 
 
 def _guard(spec: Any) -> Any:
@@ -336,7 +320,9 @@ class Comm:
     def _forget_calls(self) -> None:
         self._last_bcast = self._last_allgather = self._last_allreduce = _EMPTY
         self._last_gather = self._last_scatter = self._last_alltoall = _EMPTY
-        self._quick_calls: dict = {}  # Scatterv, Gatherv: what _quick made of the last call
+        # What _quick made of the last Scatterv and Gatherv (attributes: read before every call).
+        self._quick_scatterv: tuple = _NO_QUICK
+        self._quick_gatherv: tuple = _NO_QUICK
         self._last_reduction: dict = {}
         self._recalled: dict = {}
 
@@ -364,19 +350,26 @@ class Comm:
 
     def _rooted_v(self, name: str, sendbuf: Any, recvbuf: Any, root: int,
                   prepare: Callable[..., arguments.PreparedCall], args: tuple) -> None:
-        """Scatterv or Gatherv when `_still` found a change: recalled or prepared (sendbuf and
+        """Scatterv or Gatherv when the quick check found a change: recalled or prepared (sendbuf and
         recvbuf as the root needs them, None where MPI ignores them; args for `prepare`)."""
         if not self._recall(name, sendbuf, recvbuf, root):
             self._prepare_and_run(name, sendbuf, recvbuf, root, prepare, *args)
         vspec, plain = (recvbuf, sendbuf) if name == "Gatherv" else (sendbuf, recvbuf)
-        self._quick_calls[name] = self._quick(name, vspec, plain, root)
+        q = self._quick(name, vspec, plain, root)
+        if name == "Gatherv":
+            self._quick_gatherv = q
+        else:
+            self._quick_scatterv = q
 
     def _quick(self, name: str, vspec: Any, plain: Any, root: Any) -> tuple:
-        """What Scatterv and Gatherv check (`_still`) before rerunning the call kept for `name`
-        with fewer Python steps than `_recall` (rooted calls in a loop, as a data loader makes
-        them, are often as short as that Python): the root's v-spec and the other side's
-        array, root, their descriptions, and the prepared arguments; _NO_QUICK when the call
-        needs more."""
+        """What Scatterv and Gatherv check before rerunning the call kept for `name` with fewer
+        Python steps than `_recall` (rooted calls in a loop, as a data loader makes them, are
+        often as short as that Python): (vspec, plain, root, a copy of the root's
+        ``[buf, counts, displs, datatype]`` list, plain's dtype, the prepared arguments, buf's
+        dtype); _NO_QUICK when the call needs more. The check: the same objects, and the
+        root's list equal to the copy (one list comparison: the buffer compares by identity,
+        checked first, the counts and displacements by value), so a list changed in place
+        no longer matches."""
         last = self._recalled.get(name)  # kept for exactly these specs (see _prepare_and_run)
         if last is None:
             return _NO_QUICK
@@ -387,7 +380,7 @@ class Comm:
             vdesc = None
         elif type(vspec) is list and len(vspec) == 4 and type(vspec[0]) is _ndarray and type(vspec[1]) is list \
                 and type(vspec[2]) is list:
-            vdesc = (vspec[0], vspec[1][:], vspec[2][:], vspec[3], vspec[0].dtype)
+            vdesc = [vspec[0], vspec[1][:], vspec[2][:], vspec[3]]
         else:
             return _NO_QUICK
         if plain is None or plain is _IN_PLACE:
@@ -396,7 +389,7 @@ class Comm:
             pdesc = plain.dtype
         else:
             return _NO_QUICK
-        return (vspec, plain, root, vdesc, pdesc, call.args)
+        return (vspec, plain, root, vdesc, pdesc, call.args, None if vdesc is None else vspec[0].dtype)
 
     def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
                          prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
@@ -797,11 +790,21 @@ class Comm:
         """Gather blocks of different sizes: at the root `recvbuf` is
         ``[buf, counts, displs, datatype]`` (or ``(buf, (counts, displs), datatype)``)."""
         # recvbuf matters at the root only (MPI ignores it elsewhere).
-        rb = recvbuf if root == self._rank else None
-        q = self._quick_calls.get("Gatherv", _NO_QUICK)
-        if _still(q, rb, sendbuf, root):
+        q = self._quick_gatherv
+        if root == self._rank:
+            d = q[3]
+            try:  # the quick check of _quick, written out: one more Python call is a tenth of the call
+                still = (recvbuf is q[0] and sendbuf is q[1] and root == q[2] and d is not None
+                         and recvbuf[0] is d[0] and recvbuf == d and d[0].dtype is q[6]
+                         and (q[4] is None or sendbuf.dtype is q[4]))
+            except (IndexError, TypeError, ValueError):  # an entry became an array (compared elementwise)
+                still = False
+        else:
+            still = q[0] is None and sendbuf is q[1] and root == q[2] and (q[4] is None or sendbuf.dtype is q[4])
+        if still:
             rc = _pmc_run(self._handle, q[5])
             return self._check(rc, "Gatherv") if rc else None
+        rb = recvbuf if root == self._rank else None
         self._rooted_v("Gatherv", sendbuf, rb, root, arguments.prepare_gatherv, (sendbuf, recvbuf, root))
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
@@ -835,11 +838,21 @@ class Comm:
         """Scatter blocks of different sizes: at the root `sendbuf` is
         ``[buf, counts, displs, datatype]``."""
         # sendbuf matters at the root only (MPI ignores it elsewhere).
-        sb = sendbuf if root == self._rank else None
-        q = self._quick_calls.get("Scatterv", _NO_QUICK)
-        if _still(q, sb, recvbuf, root):
+        q = self._quick_scatterv
+        if root == self._rank:
+            d = q[3]
+            try:  # the quick check of _quick, written out: one more Python call is a tenth of the call
+                still = (sendbuf is q[0] and recvbuf is q[1] and root == q[2] and d is not None
+                         and sendbuf[0] is d[0] and sendbuf == d and d[0].dtype is q[6]
+                         and (q[4] is None or recvbuf.dtype is q[4]))
+            except (IndexError, TypeError, ValueError):  # an entry became an array (compared elementwise)
+                still = False
+        else:
+            still = q[0] is None and recvbuf is q[1] and root == q[2] and (q[4] is None or recvbuf.dtype is q[4])
+        if still:
             rc = _pmc_run(self._handle, q[5])
             return self._check(rc, "Scatterv") if rc else None
+        sb = sendbuf if root == self._rank else None
         self._rooted_v("Scatterv", sb, recvbuf, root, arguments.prepare_scatterv, (sendbuf, recvbuf, root))
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name

@@ -56,7 +56,8 @@ def repeated_v_calls_see_changes(comm: pymcoll.Comm) -> None:
 def same_v_spec_object_sees_changes(comm: pymcoll.Comm) -> None:
     """Scatterv and Gatherv called again with the very same spec list and arrays (a data
     loader's loop): counts changed in place, another array put in the list, another
-    datatype object and a dtype view must each be seen, not the last call's."""
+    datatype object and a dtype view must each be seen, not the last call's; counts put in
+    the list as a numpy array must neither raise nor be misread."""
     size, rank = comm.size, comm.rank
     base = np.arange(size * 8, dtype=np.int32) + 100
     other = np.arange(size * 8, dtype=np.int32) + 5000
@@ -67,7 +68,7 @@ def same_v_spec_object_sees_changes(comm: pymcoll.Comm) -> None:
     gathered = np.full(size * 8, -1, np.int32)
     gspec = [gathered, counts, displs, MPI.INT32_T]
     for root in range(size):
-        for step in range(6):
+        for step in range(7):
             if step == 2:
                 counts[:] = [2] * size  # in place: the same list objects
             elif step == 3:
@@ -76,6 +77,8 @@ def same_v_spec_object_sees_changes(comm: pymcoll.Comm) -> None:
                 spec[3] = MPI.INT32_T.Dup()  # another datatype object, the same type
             elif step == 5:
                 spec[0], counts[:] = base, [4] * size
+            elif step == 6:
+                spec[1] = np.array(counts)  # equal counts, now an array (compares elementwise)
             src, out, mine = spec[0], outs[counts[rank]], mines[counts[rank]]
             out[:] = -1
             comm.Scatterv(spec if rank == root else None, out, root)
@@ -90,6 +93,7 @@ def same_v_spec_object_sees_changes(comm: pymcoll.Comm) -> None:
             if step == 4:
                 spec[3].Free()
                 spec[3] = MPI.INT32_T
+        spec[1] = counts
         counts[:] = [4] * size
         spec[0] = base
 

@@ -1,20 +1,35 @@
 /* Bcast within a node: the root copies chunks into a ring of cells, the
  * others copy them out; the root runs up to `ncells` chunks ahead, across
- * consecutive broadcasts too (cells are indexed by step). */
+ * consecutive broadcasts too (cells are indexed by step).
+ *
+ * Messages of up to two pages go through a ring of page-sized cells
+ * instead of the pipeline's chunk-sized ones: then consecutive broadcasts
+ * write one run of memory, which the hardware prefetchers follow, instead
+ * of the first pages of cells a chunk apart. Back-to-back broadcasts on 2
+ * ranks, both rings side by side in one run: 4 KiB 2.35 -> 1.07 us per
+ * call, 8 KiB 4.4 -> 1.5; from 16 KiB the chunk-sized cells are as fast
+ * or faster. */
 #include <string.h>
 
 #include "../comm.h"
 #include "node_algos.h"
 
+#define SMALL_CELL 4096u
+#define SMALL_MAX (2u * SMALL_CELL)
+
 int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root)
 {
     pmc_node *n = &op->c->node_ctx;
     uint64_t cell = n->chunk;
+    int layout = PMC_LAYOUT_CELLS;
+    if (bytes <= SMALL_MAX && cell > SMALL_CELL) {
+        cell = SMALL_CELL;
+        layout = PMC_LAYOUT_SMALL_CELLS;
+    }
     if (cell > n->seg.data_bytes / 2) cell = (n->seg.data_bytes / 2) & ~(uint64_t)63;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */
     const uint64_t ncells = n->seg.data_bytes / cell;
     unsigned char *p = buf;
-    /* f->aux: every other rank acknowledged at least this step (f->j = 1: known). */
     PMC_CO_BEGIN(f);
     if (n->local_size == 1 || bytes == 0) {
         f->pc = 0;
@@ -22,17 +37,18 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
     }
     f->n = (bytes + cell - 1) / cell;
     f->base = n->step;
-    f->lstep = pmc_node_use_layout(n, PMC_LAYOUT_CELLS, f->base);
-    f->j = 0;
+    f->lstep = pmc_node_use_layout(n, layout, f->base);
     for (f->k = 0; f->k < f->n; ++f->k) {
         if (n->local_rank == root) {
             /* The cell is free once every rank finished reading its previous
              * use (any rank may have read it, whoever was root then). */
-            if (!f->j || !pmc_step_geq(f->aux, pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep))) {
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1,
-                                         pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep)));
-                f->aux = pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep);
-                f->j = 1;
+            f->aux = pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep);
+            if (!pmc_step_geq(n->others_acked, f->aux)) {
+                pmc_node_read_acked(n);
+                if (!pmc_step_geq(n->others_acked, f->aux)) {
+                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->aux));
+                    pmc_node_read_acked(n);
+                }
             }
         } else {
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, &root, 1, f->base + f->k + 1));
@@ -51,6 +67,6 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
         }
     }
     n->step = f->base + f->n;
-    pmc_node_post(n, PMC_FLAG_ACK, n->step);
+    if (n->local_rank == root) pmc_node_post(n, PMC_FLAG_ACK, n->step); /* the others did with their last chunk */
     PMC_CO_END(f);
 }

@@ -28,6 +28,8 @@ enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1, PMC_FLAG_LINE = 2 };
 enum {
     PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS, PMC_LAYOUT_REGIONS, PMC_LAYOUT_REDUCE, PMC_LAYOUT_PAIRS,
     PMC_LAYOUT_SLICES,
+    /* The broadcast's ring of small cells, for messages of a few pages. */
+    PMC_LAYOUT_SMALL_CELLS,
     /* The lane algorithms' node buffer: the whole area, one use per call. */
     PMC_LAYOUT_NODEBUF,
     /* + root: the root writes every sub-region, so a new root starts a new
@@ -77,6 +79,10 @@ typedef struct pmc_node {
      * its last write there, or the layout's start, to which a switch resets
      * every cell (everything before a switch must be read first). */
     uint64_t cell_last[PMC_MAX_CELLS];
+    /* Every other local rank's acknowledgement was at least this when last
+     * read: flags only grow, so a writer that needs no more reads no flag
+     * (a flag another core writes on every call costs a cache miss). */
+    uint64_t others_acked;
     pmc_wait_info wait;     /* the wait in progress, for trace dumps */
     int signal_peers;       /* on a timeout, SIGUSR1 the local ranks that did not arrive */
     /* Context for error messages. */
@@ -121,6 +127,17 @@ static inline unsigned char *pmc_inline_payload(pmc_flag *line) { return (unsign
 
 /* Rollover-safe "a >= b" for step numbers. */
 static inline int pmc_step_geq(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
+
+/* Reads every other local rank's acknowledgement into others_acked (their least). */
+static inline void pmc_node_read_acked(pmc_node *n)
+{
+    uint64_t least = n->step;
+    for (int i = 0; i < n->local_size - 1; ++i) {
+        const uint64_t v = pmc_flag_load(&n->seg.ack[n->others[i]]);
+        if (!pmc_step_geq(v, least)) least = v;
+    }
+    n->others_acked = least;
+}
 
 /* Cells the gather and pairs rings are cut into (fewer when a cell would
  * fall below 64 bytes): consecutive collectives pipeline this deep. Ranks
