@@ -165,6 +165,11 @@ enum { PMC_TRIAL_SIZE_CLASSES = 26, PMC_TRIAL_CALLS_PER_CLASS = 8 };
 int pmc_comm_path_trial(const pmc_comm *c, int coll, int k, uint64_t *min_bytes, int *calls, int *retrials, int *chosen,
                         double *cells_s, double *single_copy_s);
 
+/* Broadcasts within a node of PMC_BCAST_PAGE_CELLS_MIN to PMC_BCAST_PAGE_CELLS_MAX bytes go
+ * through a ring of PMC_BCAST_PAGE_CELL-byte cells instead of chunk-sized ones (boundaries
+ * the property tests draw sizes around). */
+enum { PMC_BCAST_PAGE_CELL = 4096, PMC_BCAST_PAGE_CELLS_MIN = 1536, PMC_BCAST_PAGE_CELLS_MAX = 8192 };
+
 /* Trace identifier of the communicator: the same string on every member. */
 const char *pmc_comm_trace_id(const pmc_comm *c);
 

@@ -4,7 +4,7 @@ property programs' size strategies always offer each one and its neighbours."""
 from __future__ import annotations
 
 import pymcoll
-from pymcoll import config
+from pymcoll import _native, config
 from pymcoll.tuning import single_copy_min_now
 
 
@@ -22,6 +22,9 @@ def thresholds(layout: pymcoll.Layout) -> list[int]:
     tuning table's switch points (inline, single copy, whole-vector
     reductions)."""
     edges = {layout.chunk_bytes, layout.data_bytes, 2 * layout.chunk_bytes}
+    # The broadcast's page-sized cells: where they start and end, and a message of two cells.
+    lib = _native.lib
+    edges.update({lib.PMC_BCAST_PAGE_CELLS_MIN, lib.PMC_BCAST_PAGE_CELLS_MAX, lib.PMC_BCAST_PAGE_CELL})
     for local in range(layout.min_local, layout.max_local + 1):
         region = (layout.data_bytes // local) // 64 * 64
         edges.add(min(region // 2 // 64 * 64, 1 << 20))
