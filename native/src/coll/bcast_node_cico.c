@@ -23,7 +23,7 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
     int layout = PMC_LAYOUT_CELLS;
     if (bytes >= PMC_BCAST_PAGE_CELLS_MIN && bytes <= PMC_BCAST_PAGE_CELLS_MAX && cell > PMC_BCAST_PAGE_CELL) {
         cell = PMC_BCAST_PAGE_CELL;
-        layout = PMC_LAYOUT_SMALL_CELLS;
+        layout = PMC_LAYOUT_PAGE_CELLS;
     }
     if (cell > n->seg.data_bytes / 2) cell = (n->seg.data_bytes / 2) & ~(uint64_t)63;
     if (cell < 64) cell = 64; /* no segment (a node of one rank): nothing is copied */

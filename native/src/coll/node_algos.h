@@ -7,6 +7,7 @@
 #ifndef PMC_COLL_NODE_ALGOS_H
 #define PMC_COLL_NODE_ALGOS_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -156,6 +157,13 @@ int pmc_reduce_node_inline(pmc_op *op, pmc_frame *f, const void *send, void *rec
  * time); gather/allgather read peers in a staggered order; scatter lets at
  * most PMC_CMA_READERS readers at a time at the root; alltoall is uniform. */
 #define PMC_CMA_READERS 4
+
+/* Readers at a time on a Scatter(v) root: the turns keep many readers from
+ * pinning the root's pages at once; where the node's ranks outnumber its
+ * CPUs (agreed over the node) the scheduler runs no more readers than
+ * there are CPUs anyway, and turns only add wake-ups to the chain (8 ranks
+ * on 2 cores, 16 MiB: Scatter 1614 -> 1187 us, Scatterv 1513 -> 1118). */
+static inline int pmc_cma_readers(const pmc_node *n) { return n->yield_now ? INT_MAX : PMC_CMA_READERS; }
 /* Publishes a descriptor of buf at step f->aux (with pmc_inline_publish). */
 int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes);
 /* Copies len bytes at offset off of what local rank src exposed at step s. */

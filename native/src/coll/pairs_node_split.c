@@ -14,7 +14,7 @@
  * blocks back to back, the common case) travel as their stride instead,
  * which saves every receiver a read. Sharing the step keeps the cell rotation of the
  * cells' calls (one stride per call), so consecutive calls pipeline.
- * Scatterv readers take turns, at most PMC_CMA_READERS on the root at a
+ * Scatterv readers take turns, at most pmc_cma_readers() on the root at a
  * time; Alltoallv receivers start at their right neighbour, so the readers
  * of one sender are spread out. */
 #include <string.h>
@@ -105,8 +105,8 @@ int pmc_pairs_node_split(pmc_op *op, pmc_frame *f, const void *send, const uint6
         for (f->j = 0; f->j < (root < 0 ? L - 1 : 1); ++f->j) {
             f->peers[1] = root < 0 ? (me + 1 + f->j) % L : root;
             if (!pmc_single_copy(c, kind, pmc_count_of(rcounts, block, f->peers[1]))) continue;
-            if (root >= 0 && pos >= PMC_CMA_READERS) {
-                f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
+            if (root >= 0 && pos >= pmc_cma_readers(n)) {
+                f->peers[0] = (root + 1 + pos - pmc_cma_readers(n)) % L;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
             }
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_LINE, &f->peers[1], 1, f->aux));

@@ -1,7 +1,7 @@
 /* Scatter within a node by single copy: the root exposes its send buffer
  * and every other rank copies its own block out of it. At most
- * PMC_CMA_READERS readers work on the root at a time: a reader starts once
- * the reader that many places before it is done. */
+ * pmc_cma_readers() readers work on the root at a time: a reader starts
+ * once the reader that many places before it is done. */
 #include <string.h>
 
 #include "../comm.h"
@@ -23,8 +23,8 @@ int pmc_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv,
         pmc_node_post(n, PMC_FLAG_ACK, f->aux);
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
     } else {
-        if (pos >= PMC_CMA_READERS) {
-            f->peers[0] = (root + 1 + pos - PMC_CMA_READERS) % L;
+        if (pos >= pmc_cma_readers(n)) {
+            f->peers[0] = (root + 1 + pos - pmc_cma_readers(n)) % L;
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, f->peers, 1, f->aux));
         }
         f->peers[1] = root;

@@ -28,8 +28,8 @@ enum { PMC_FLAG_SEQ = 0, PMC_FLAG_ACK = 1, PMC_FLAG_LINE = 2 };
 enum {
     PMC_LAYOUT_NONE = 0, PMC_LAYOUT_CELLS, PMC_LAYOUT_REGIONS, PMC_LAYOUT_REDUCE, PMC_LAYOUT_PAIRS,
     PMC_LAYOUT_SLICES,
-    /* The broadcast's ring of small cells, for messages of a few pages. */
-    PMC_LAYOUT_SMALL_CELLS,
+    /* The broadcast's ring of page-sized cells (messages of a few pages). */
+    PMC_LAYOUT_PAGE_CELLS,
     /* The lane algorithms' node buffer: the whole area, one use per call. */
     PMC_LAYOUT_NODEBUF,
     /* + root: the root writes every sub-region, so a new root starts a new
