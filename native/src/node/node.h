@@ -80,9 +80,12 @@ typedef struct pmc_node {
      * every cell (everything before a switch must be read first). */
     uint64_t cell_last[PMC_MAX_CELLS];
     /* Every other local rank's acknowledgement was at least this when last
-     * read: flags only grow, so a writer that needs no more reads no flag
-     * (a flag another core writes on every call costs a cache miss). */
+     * read (once others_acked_read is set): flags only grow, so a writer
+     * that needs no more reads no flag (a flag another core writes on every
+     * call costs a cache miss). Unset until the first read and at every
+     * change of layout, so that steps may start anywhere, 2^64 included. */
     uint64_t others_acked;
+    int others_acked_read;
     pmc_wait_info wait;     /* the wait in progress, for trace dumps */
     int signal_peers;       /* on a timeout, SIGUSR1 the local ranks that did not arrive */
     /* Context for error messages. */
@@ -112,6 +115,9 @@ static inline uint64_t pmc_node_use_layout(pmc_node *n, int layout, uint64_t bas
         n->layout = layout;
         n->layout_step = base;
         for (int c = 0; c < PMC_MAX_CELLS; ++c) n->cell_last[c] = base;
+        /* Read the flags afresh: collectives of other layouts may have run
+         * the steps 2^40 a call past it, far enough to wrap a comparison. */
+        n->others_acked_read = 0;
     }
     return n->layout_step;
 }
@@ -137,6 +143,13 @@ static inline void pmc_node_read_acked(pmc_node *n)
         if (!pmc_step_geq(v, least)) least = v;
     }
     n->others_acked = least;
+    n->others_acked_read = 1;
+}
+
+/* Whether every other local rank is known to have acknowledged step s (no flag read). */
+static inline int pmc_node_known_acked(const pmc_node *n, uint64_t s)
+{
+    return n->others_acked_read && pmc_step_geq(n->others_acked, s);
 }
 
 /* Cells the gather and pairs rings are cut into (fewer when a cell would
