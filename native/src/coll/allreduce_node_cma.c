@@ -21,18 +21,26 @@ static void slice_of(uint64_t count, int L, int i, uint64_t *lo, uint64_t *hi)
 }
 
 /* Per local rank, from f->p: the slices' element counts (for the reduction),
- * then their byte counts and byte displacements (for the gather), then the
- * slice of a rank that sends its result to a Reduce's root. */
+ * then their byte counts and byte displacements (for the gather); after them
+ * (tables_bytes) the slice of a rank that sends its result to a Reduce's root. */
 static uint64_t *slice_tables(void *scratch, int L, int table)
 {
     return (uint64_t *)scratch + (size_t)table * (size_t)L;
+}
+
+/* Bytes of the three tables, rounded up to a cache line: the slice kept
+ * after them must be aligned for every element type (long double and its
+ * complex need 16 bytes; 3 tables of 3 ranks end at byte 72). */
+static size_t tables_bytes(int L)
+{
+    return ((size_t)3 * (size_t)L * sizeof(uint64_t) + 63) & ~(size_t)63;
 }
 
 /* Where this rank's slice of the result goes: into place in recv (at byte
  * `offset`) where it keeps the result, else the scratch after the tables. */
 static void *result_slice(void *recv, uint64_t offset, void *scratch, int L, int keeps)
 {
-    return keeps ? (void *)((unsigned char *)recv + offset) : (void *)slice_tables(scratch, L, 3);
+    return keeps ? (void *)((unsigned char *)recv + offset) : (void *)((unsigned char *)scratch + tables_bytes(L));
 }
 
 int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
@@ -51,7 +59,7 @@ int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *rec
     const int keeps = root < 0 || root == me;
     PMC_CO_BEGIN(f);
     /* The outer scratch: the reduce-scatter and the gather use the inner one. */
-    f->p = pmc_scratch_outer(c, 3 * (size_t)L * sizeof(uint64_t) + (keeps ? 0 : (size_t)((hi - lo) * esize)));
+    f->p = pmc_scratch_outer(c, tables_bytes(L) + (keeps ? 0 : (size_t)((hi - lo) * esize)));
     if (f->p == NULL) {
         f->pc = 0;
         return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", n->coll);
