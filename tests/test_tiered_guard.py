@@ -132,7 +132,6 @@ def test_training_starts_the_guarded_policy_from_a_classical_leader():
     assert pol.guard.leader == "learned"
 
 
-
 # ---------------------------------------------------------------------------
 # The real tier following the leader
 # ---------------------------------------------------------------------------
