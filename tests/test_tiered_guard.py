@@ -132,6 +132,26 @@ def test_training_starts_the_guarded_policy_from_a_classical_leader():
     assert pol.guard.leader == "learned"
 
 
+def test_simulate_reports_the_leaders_followed():
+    # LFU beats the untrained model's order (LRU's) on a fixed Zipf popularity: the guard changes leader.
+    ids = zipf_ids(np.random.default_rng(4), 4000, 60000, 0.9)
+    r = simulate(ids, 200, "learned")
+    assert r.leaders[0] == (0, "learned") and len(r.leaders) >= 2
+    starts = [t for t, _ in r.leaders]
+    assert starts == sorted(set(starts)) and all(t % 2048 == 0 for t in starts)
+    assert all(a != b for (_, a), (_, b) in zip(r.leaders, r.leaders[1:]))
+    assert {name for _, name in r.leaders} <= {"learned", *ONLINE}
+    # Counted from the stretches, the scored lookups served under classical leaders are guard_share's.
+    warm_end = int(ids.size * 0.2)
+    first_scored = -(-warm_end // 2048) * 2048
+    ends = starts[1:] + [ids.size]
+    followed = sum(max(0, end - max(start, first_scored))
+                   for (start, name), end in zip(r.leaders, ends, strict=True) if name != "learned")
+    assert followed == pytest.approx(r.guard_share * (ids.size - warm_end))
+    assert r.to_dict()["leaders"] == r.leaders
+    assert simulate(ids, 200, "lfu").leaders == []
+
+
 # ---------------------------------------------------------------------------
 # The real tier following the leader
 # ---------------------------------------------------------------------------

@@ -144,6 +144,9 @@ class Guard:
     on a tie; `window`: the window's length in lookups (whole batches, at
     least one); `margin`: the share of the window's lookups by which a
     rival's hits must exceed the leader's to take over.
+
+    `led` counts the lookups served under each leader; `changes` lists the
+    stretches served, as (first lookup, leader) pairs in order.
     """
 
     def __init__(self, shadows: dict[str, Shadow], preferred: str, window: int = 65536,
@@ -164,6 +167,7 @@ class Guard:
         self._sums = np.zeros(len(self.names), dtype=np.int64)
         self.leader = preferred
         self.led = {name: 0 for name in self.names}  # lookups served under each leader
+        self.changes: list[tuple[int, str]] = []      # (first lookup, leader) of each stretch served
 
     def reset(self, capacity: int) -> None:
         for s in self.shadows.values():
@@ -173,6 +177,7 @@ class Guard:
         self._sums[:] = 0
         self.leader = self.preferred
         self.led = {name: 0 for name in self.names}
+        self.changes = []
 
     def run(self, ids: np.ndarray, t0: int, only: Optional[Callable[[str], bool]] = None) -> dict[str, ShadowBatch]:
         """Every shadow (or those `only` accepts) serves the batch."""
@@ -192,7 +197,10 @@ class Guard:
 
     def record(self, batches: dict[str, ShadowBatch], served_by: str) -> None:
         """Add a served batch's hits to the window (dropping the oldest batches beyond it)."""
-        n = len(next(iter(batches.values())).hits)
+        first = next(iter(batches.values()))
+        n = len(first.hits)
+        if not self.changes or self.changes[-1][1] != served_by:
+            self.changes.append((int(first.t0), served_by))
         counts = np.array([int(batches[name].hits.sum()) for name in self.names], dtype=np.int64)
         self._recent.append((n, counts))
         self._in_window += n

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Optional, Union
 
 import numpy as np
@@ -38,6 +38,10 @@ class SimResult:
     the share of scored batches in which the prefetcher was on (its measured
     precision at or above its break-even). ``guard_share``: the share of
     scored lookups the learned policy served following a classical policy.
+    ``leaders``: for the learned policies, the stretches of the whole run
+    (warm-up included) by the leader its fast tier followed, as (first
+    lookup, leader name) pairs in order ("learned": the model's order);
+    empty for the others.
     """
 
     policy: str
@@ -53,6 +57,7 @@ class SimResult:
     guard_seconds: float = 0.0
     prefetch_on_share: float = 0.0
     guard_share: float = 0.0
+    leaders: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def hit_rate(self) -> float:
@@ -245,4 +250,4 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                      model_seconds=model_s * scored_lookups / predicted, train_seconds=train_s,
                      seconds=elapsed, guard_seconds=getattr(pol, "guard_seconds", 0.0) * scored_lookups / predicted,
                      prefetch_on_share=on_batches / scored_batches if scored_batches else 0.0,
-                     guard_share=guard_share)
+                     guard_share=guard_share, leaders=list(pol.guard.changes) if learned else [])
