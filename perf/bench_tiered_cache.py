@@ -126,14 +126,22 @@ def timing(rows: int = 125_000) -> dict[str, Any]:
     return out
 
 
+def changes(result: dict[str, Any]) -> str:
+    """Changes of leader in the learned policy's run ("-" in results recorded before runs kept them)."""
+    leaders = result.get("leaders")
+    return "-" if leaders is None else str(max(0, len(leaders) - 1))
+
+
 def print_table(records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    print("# trace   seed  cap  " + "".join(f"{p:>9}" for p in POLICIES) + "   best      margin  to_opt  pf_on  guard")
+    print("# trace   seed  cap  " + "".join(f"{p:>9}" for p in POLICIES)
+          + "   best      margin  to_opt  pf_on  guard  changes")
     for r in records:
         v = r["policies"]
         print(f"  {r['trace']:<7}{r['seed']:>5}{r['capacity_share']:>5.2f}  "
               + "".join(f"{v[p]['hit_rate']:>9.4f}" for p in POLICIES)
               + f"   {r['best_classical']:<8}{100 * r['learned_margin']:>+7.2f}{100 * v['learned']['gap_to_opt']:>8.2f}"
-              f"{v['learned+prefetch']['prefetch_on_share']:>7.2f}{v['learned']['guard_share']:>7.2f}")
+              f"{v['learned+prefetch']['prefetch_on_share']:>7.2f}{v['learned']['guard_share']:>7.2f}"
+              f"{changes(v['learned']):>9}")
     print("# per trace and capacity: smallest margin over the seeds (points), learned to opt (points)")
     for c in summary["cases"]:
         print(f"  {c['trace']:<7}{c['capacity_share']:>5.2f}  min {100 * c['min_margin']:>+6.2f}  "
