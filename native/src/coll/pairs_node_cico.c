@@ -57,8 +57,14 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     }
     f->base = n->step;
     f->lstep = pmc_node_use_layout(n, root < 0 ? PMC_LAYOUT_PAIRS : PMC_LAYOUT_SCATTER + root, f->base);
-    for (f->k = 0; f->k < f->n; ++f->k) {
-        if (i_write) {
+    /* With a ring of two or more cells a rank that both writes and reads
+     * writes chunk k before it reads chunk k-1: its peer's next chunk is
+     * then in flight while it copies out, instead of each pair of ranks
+     * waiting for each other every chunk. One cell keeps the lock step
+     * (the next write needs the peer's acknowledgement of this read). */
+    f->aux = (i_write && i_read && ncells >= 2) ? 1 : 0;
+    for (f->k = 0; f->k < f->n + f->aux; ++f->k) {
+        if (i_write && f->k < f->n) {
             for (f->j = 0; f->j < L - 1; ++f->j) {
                 if (f->k >= chunks_of(pmc_count_of(scounts, block, n->others[f->j]), cell)) continue;
                 /* Only the receiver reads a sub-region within one collective;
@@ -82,20 +88,21 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
             n->cell_last[CELL(f->base + f->k + 1)] = f->base + f->k + 1;
             pmc_node_post(n, PMC_FLAG_SEQ, f->base + f->k + 1);
         }
-        if (i_read) {
+        if (i_read && f->k >= f->aux) {
             for (f->j = 0; f->j < nsources; ++f->j) {
-                if (f->k >= chunks_of(pmc_count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell)) continue;
+                if (f->k - f->aux >= chunks_of(pmc_count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell))
+                    continue;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, root < 0 ? &n->others[f->j] : &root, 1,
-                                         f->base + f->k + 1));
+                                         f->base + f->k - f->aux + 1));
                 {
                     const int from = root < 0 ? n->others[f->j] : root;
-                    const uint64_t s = f->base + f->k + 1, off = f->k * cell;
+                    const uint64_t s = f->base + f->k - f->aux + 1, off = (f->k - f->aux) * cell;
                     const uint64_t total = pmc_count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
                     memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
                 }
             }
-            pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
+            pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k - f->aux + 1);
         }
     }
 #undef SUB
