@@ -35,6 +35,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     const unsigned char *in = send;
     unsigned char *out = recv;
 #define CELL(s) pmc_cell_rot((s), ncells, f->lstep)
+/* The chunk a reading rank reads in round k (one behind its writes when it writes ahead). */
+#define READ_K (f->k - f->aux)
 #define SUB(sender, receiver) \
     (n->seg.data + (uint64_t)(root < 0 ? (sender) : 0) * region + (uint64_t)(receiver) * sub)
 
@@ -90,22 +92,23 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
         }
         if (i_read && f->k >= f->aux) {
             for (f->j = 0; f->j < nsources; ++f->j) {
-                if (f->k - f->aux >= chunks_of(pmc_count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell))
+                if (READ_K >= chunks_of(pmc_count_of(rcounts, block, root < 0 ? n->others[f->j] : root), cell))
                     continue;
                 PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, root < 0 ? &n->others[f->j] : &root, 1,
-                                         f->base + f->k - f->aux + 1));
+                                         f->base + READ_K + 1));
                 {
                     const int from = root < 0 ? n->others[f->j] : root;
-                    const uint64_t s = f->base + f->k - f->aux + 1, off = (f->k - f->aux) * cell;
+                    const uint64_t s = f->base + READ_K + 1, off = READ_K * cell;
                     const uint64_t total = pmc_count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
                     memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
                 }
             }
-            pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k - f->aux + 1);
+            pmc_node_post(n, PMC_FLAG_ACK, f->base + READ_K + 1);
         }
     }
 #undef SUB
+#undef READ_K
 #undef CELL
     n->step = f->base + (known ? f->n : PMC_STEP_STRIDE);
     pmc_node_post(n, PMC_FLAG_ACK, n->step);
