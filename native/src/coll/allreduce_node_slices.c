@@ -76,10 +76,8 @@ int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *
             const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;
             const uint64_t lo = m * (uint64_t)me / (uint64_t)L, hi = m * (uint64_t)(me + 1) / (uint64_t)L;
             if (hi > lo) {
-                unsigned char *acc = result + cell_off + lo * esize;
-                memcpy(acc, data + cell_off + lo * esize, (hi - lo) * esize);
-                for (int r = 1; r < L; ++r)
-                    pmc_reduce_into(acc, data + (uint64_t)r * region + cell_off + lo * esize, hi - lo, dtype, rop);
+                pmc_reduce_strided(result + cell_off + lo * esize, data + cell_off + lo * esize, region, L, hi - lo,
+                                   dtype, rop);
             }
             pmc_node_post(n, PMC_FLAG_SEQ, f->aux + 1);
         }

@@ -60,11 +60,23 @@ int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint
         if (in + lo * esize != (const unsigned char *)out) pmc_bulk_copy(out, in + lo * esize, (hi - lo) * esize, op->c->node_ctx.stream_min);
         return PMC_OK;
     }
+    /* Where this rank's own input is one of the first two, those two are
+     * combined in one pass (the other fetched into tmp): no copy of the
+     * first input and second pass over it. */
+    const int pair = me <= 1 && me < upto;
     for (uint64_t a = lo; a < hi; a += per) {
         const uint64_t m = hi - a < per ? hi - a : per;
         unsigned char *acc = (unsigned char *)out + (a - lo) * esize;
-        for (int r = 0; r < upto; ++r) {
-            const unsigned char *src = in + a * esize;
+        const unsigned char *own = in + a * esize;
+        int r = 0;
+        if (pair) {
+            int rc = pmc_cma_fetch_from(op, 1 - me, s, a * esize, tmp, m * esize);
+            if (rc != PMC_OK) return rc;
+            pmc_reduce_to(acc, me == 0 ? own : tmp, me == 0 ? tmp : own, m, dtype, rop);
+            r = 2;
+        }
+        for (; r < upto; ++r) {
+            const unsigned char *src = own;
             if (r != me) {
                 /* The first input lands in the result directly. */
                 unsigned char *dst = r == 0 ? acc : tmp;

@@ -106,9 +106,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
                 /* In place, the result lands below the input already copied in. */
                 const uint64_t cell_off = pmc_cell_of(f->base + f->k + 1, ncells, f->lstep) * cell + slot * esize;
                 unsigned char *acc = (f->p ? (unsigned char *)f->p : (unsigned char *)recv) + (a - lo) * esize;
-                memmove(acc, n->seg.data + cell_off, (b - a) * esize);
-                for (int r = 1; r < L; ++r)
-                    pmc_reduce_into(acc, n->seg.data + (uint64_t)r * region + cell_off, b - a, dtype, rop);
+                pmc_reduce_strided(acc, n->seg.data + cell_off, region, L, b - a, dtype, rop);
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
         }

@@ -53,10 +53,7 @@ int pmc_reduce_node_flat(pmc_op *op, pmc_frame *f, const void *send, void *recv,
             const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
             const uint64_t m = count - first < per_chunk ? count - first : per_chunk;
             const uint64_t cell_off = pmc_cell_of(s, ncells, f->lstep) * cell;
-            unsigned char *acc = out + first * esize;
-            memcpy(acc, n->seg.data + cell_off, m * esize);
-            for (int r = 1; r < upto; ++r)
-                pmc_reduce_into(acc, n->seg.data + (uint64_t)r * region + cell_off, m, dtype, rop);
+            pmc_reduce_strided(out + first * esize, n->seg.data + cell_off, region, upto, m, dtype, rop);
         }
         pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
     }

@@ -107,13 +107,17 @@ static uint16_t float_to_bf16(float f)
 
 /* --- kernels --------------------------------------------------------- */
 
+/* The kernels read lhs and rhs and write out: out either is lhs (the
+ * accumulating form) or overlaps neither input. Inlined into both public
+ * forms, so each vectorizes for its own aliasing. */
 #define ARITH_LOOP(T, EXPR)                                \
     do {                                                   \
-        T *a_ = (T *)acc;                                  \
-        const T *b_ = (const T *)in;                       \
+        T *o_ = (T *)out;                                  \
+        const T *a_ = (const T *)lhs;                      \
+        const T *b_ = (const T *)rhs;                      \
         for (uint64_t i = 0; i < n; ++i) {                 \
             T x = a_[i], y = b_[i];                        \
-            a_[i] = (T)(EXPR);                             \
+            o_[i] = (T)(EXPR);                             \
         }                                                  \
     } while (0)
 
@@ -160,25 +164,31 @@ static float combine_float(float x, float y, int op)
     }
 }
 
-static void half_ops(uint16_t *a, const uint16_t *b, uint64_t n, int op, int brain)
+static void half_ops(uint16_t *out, const uint16_t *lhs, const uint16_t *rhs, uint64_t n, int op, int brain)
 {
     for (uint64_t i = 0; i < n; ++i) {
         if (brain)
-            a[i] = float_to_bf16(combine_float(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
+            out[i] = float_to_bf16(combine_float(bf16_to_float(lhs[i]), bf16_to_float(rhs[i]), op));
         else
-            a[i] = float_to_half(combine_float(half_to_float(a[i]), half_to_float(b[i]), op));
+            out[i] = float_to_half(combine_float(half_to_float(lhs[i]), half_to_float(rhs[i]), op));
     }
 }
 
-static void bool_ops(unsigned char *a, const unsigned char *b, uint64_t n, int op)
+static void bool_ops(unsigned char *out, const unsigned char *lhs, const unsigned char *rhs, uint64_t n, int op)
 {
     for (uint64_t i = 0; i < n; ++i) {
-        const bool x = a[i] != 0, y = b[i] != 0;
-        a[i] = (unsigned char)(op == PMC_OP_LAND ? (x && y) : op == PMC_OP_LOR ? (x || y) : (x != y));
+        const bool x = lhs[i] != 0, y = rhs[i] != 0;
+        out[i] = (unsigned char)(op == PMC_OP_LAND ? (x && y) : op == PMC_OP_LOR ? (x || y) : (x != y));
     }
 }
 
-void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
+#if defined(__GNUC__)
+#define PMC_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define PMC_ALWAYS_INLINE inline
+#endif
+
+static PMC_ALWAYS_INLINE void combine(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op)
 {
     switch (dtype) {
     case PMC_DT_INT8: INT_OPS(int8_t, uint8_t); break;
@@ -189,15 +199,36 @@ void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
     case PMC_DT_UINT16: INT_OPS(uint16_t, uint16_t); break;
     case PMC_DT_UINT32: INT_OPS(uint32_t, uint32_t); break;
     case PMC_DT_UINT64: INT_OPS(uint64_t, uint64_t); break;
-    case PMC_DT_FLOAT16: half_ops(acc, in, n, op, 0); break;
-    case PMC_DT_BFLOAT16: half_ops(acc, in, n, op, 1); break;
+    case PMC_DT_FLOAT16: half_ops(out, lhs, rhs, n, op, 0); break;
+    case PMC_DT_BFLOAT16: half_ops(out, lhs, rhs, n, op, 1); break;
     case PMC_DT_FLOAT32: FLOAT_OPS(float); break;
     case PMC_DT_FLOAT64: FLOAT_OPS(double); break;
     case PMC_DT_LONGDOUBLE: FLOAT_OPS(long double); break;
     case PMC_DT_COMPLEX64: COMPLEX_OPS(float complex); break;
     case PMC_DT_COMPLEX128: COMPLEX_OPS(double complex); break;
     case PMC_DT_CLONGDOUBLE: COMPLEX_OPS(long double complex); break;
-    case PMC_DT_BOOL: bool_ops(acc, in, n, op); break;
+    case PMC_DT_BOOL: bool_ops(out, lhs, rhs, n, op); break;
     default: break;
     }
+}
+
+void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
+{
+    combine(acc, acc, in, n, dtype, op);
+}
+
+void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op)
+{
+    combine(out, lhs, rhs, n, dtype, op);
+}
+
+void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, uint64_t n, int dtype, int op)
+{
+    const unsigned char *in = first;
+    if (k < 2) {
+        if (k == 1) memcpy(out, in, n * (uint64_t)pmc_dtype_size(dtype));
+        return;
+    }
+    pmc_reduce_to(out, in, in + stride, n, dtype, op);
+    for (int i = 2; i < k; ++i) pmc_reduce_into(out, in + (uint64_t)i * stride, n, dtype, op);
 }

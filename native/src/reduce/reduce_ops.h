@@ -1,5 +1,5 @@
-/* Element types and predefined operations of reductions, and the kernel
- * that combines one buffer into another. */
+/* Element types and predefined operations of reductions, and the kernels
+ * that combine buffers. */
 #ifndef PMC_REDUCE_OPS_H
 #define PMC_REDUCE_OPS_H
 
@@ -8,5 +8,15 @@
 /* acc[i] = acc[i] op in[i] for n elements; dtype and op are PMC_DT_* and
  * PMC_OP_* codes already checked with pmc_op_valid. */
 void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op);
+
+/* out[i] = lhs[i] op rhs[i]: the first two inputs of a reduction combined in
+ * one pass, instead of a copy of lhs and a second pass over it. out must
+ * overlap neither input. */
+void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op);
+
+/* out = in_0 op in_1 op ... op in_{k-1} (k >= 1 inputs of n elements, input
+ * i at first + i * stride bytes), combined in that order in k - 1 passes;
+ * out must overlap no input. */
+void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, uint64_t n, int dtype, int op);
 
 #endif
