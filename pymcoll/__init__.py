@@ -26,7 +26,7 @@ _LAZY = {
     "Comm": "comm", "Layout": "layout", "alloc": "heap", "heap_usage": "heap", "Request": "requests",
     "Prequest": "requests", "Error": "errors", "TimeoutError": "errors", "PeerFailedError": "errors",
     "CommBrokenError": "errors", "SegmentError": "errors", "BUILD_MPI": "_native", "RUNTIME_MPI": "_native",
-    "single_copy_min": "tuning",
+    "single_copy_min": "tuning", "stream_min": "tuning",
 }
 
 __all__ = [

@@ -246,7 +246,7 @@ class Comm:
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
         cfg.wait_sleep = int(config.value("PYMCOLL_WAIT", wait) == "sleep")
         stream_min = config.value("PYMCOLL_STREAM_MIN")
-        cfg.stream_min = 2**64 - 1 if stream_min == "off" else stream_min
+        cfg.stream_min = 2**64 - 1 if stream_min == "off" else 0 if stream_min == "auto" else stream_min
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
         cma_min = config.value("PYMCOLL_CMA_MIN")
         cfg.cma_min = 0 if cma_min == "auto" else cma_min  # 0: each collective's default

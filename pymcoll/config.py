@@ -127,14 +127,18 @@ def parse_single_copy_min(text: str, name: str) -> object:
 
 
 def parse_stream_min(text: str, name: str) -> object:
-    """Parse the streaming-store threshold: a size in bytes, or 'off' (never)."""
-    if text.strip().lower() in ("off", "never", "0"):
+    """Parse the streaming-store threshold: 'auto' (from the last-level cache
+    and the node's ranks), a size in bytes, or 'off' (never)."""
+    word = text.strip().lower()
+    if word in ("off", "never", "0"):
         return "off"
+    if word == "auto":
+        return "auto"
     try:
         return parse_bytes(text, name)
     except ValueError:
-        raise ValueError(f"{name}={text!r} is neither a size (bytes or a K/M/G suffix, e.g. 1M) "
-                         f"nor 'off'") from None
+        raise ValueError(f"{name}={text!r} is neither a size (bytes or a K/M/G suffix, e.g. 8M), "
+                         f"'auto' nor 'off'") from None
 
 
 def parse_inline_max(text: str, name: str) -> int:
@@ -254,11 +258,12 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_HEAP_SIZE", 16 << 20, parse_bytes,
                "bytes of the shared heap per node for pymcoll.alloc() (each local rank gets an equal "
                "share); collectives on heap arrays copy once, with no system call"),
-        Option("PYMCOLL_STREAM_MIN", 1 << 20, parse_stream_min,
+        Option("PYMCOLL_STREAM_MIN", "auto", parse_stream_min,
                "smallest copy of a rank's own block (single copy), or of any block through the shared "
                "heap, written with streaming (non-temporal) stores on x86-64, which skip reading the "
-               "destination into the cache; 'off' copies with memcpy at every size; may differ between "
-               "ranks"),
+               "destination into the cache; auto: the last-level cache over twice the node's ranks, "
+               "at least 1 MiB (8 MiB for 2 ranks on a 32 MiB cache); 'off' copies with memcpy at "
+               "every size; may differ between ranks"),
         Option("PYMCOLL_SHM_DIR", "/dev/shm", lambda t, n: t,
                "directory (a tmpfs) where the node segment is created; unlinked once mapped"),
         Option("PYMCOLL_CHUNK_SIZE", 64 << 10, parse_bytes,

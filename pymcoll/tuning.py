@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from . import config
 
 
@@ -29,6 +31,33 @@ def single_copy_table(local_ranks: int) -> dict[str, int]:
     """:func:`single_copy_min` of every collective that has single copy, by name."""
     table = {c: single_copy_min(c, local_ranks) for c in config.COLLECTIVES}
     return {c: v for c, v in table.items() if v}
+
+
+def stream_min(local_ranks: int) -> int:
+    """Smallest copy in bytes of a rank's own block (single copy) or of a
+    block through the shared heap that is written with streaming stores, on
+    a node of `local_ranks` ranks, when ``PYMCOLL_STREAM_MIN`` is unset
+    (``auto``): this machine's last-level cache over twice the ranks, at
+    least 1 MiB.
+
+    Args:
+        local_ranks: ranks on the node (at least 1).
+    """
+    from ._native import lib
+
+    if not isinstance(local_ranks, int) or local_ranks < 1:
+        raise ValueError(f"local_ranks={local_ranks!r}: expected an int >= 1")
+    return int(lib.pmc_stream_min_default(local_ranks))
+
+
+def stream_min_now(local_ranks: int) -> Optional[int]:
+    """The streaming threshold a communicator created now would use on a node
+    of `local_ranks` ranks: ``PYMCOLL_STREAM_MIN`` when set, else
+    :func:`stream_min`; None when streaming is off."""
+    value = config.value("PYMCOLL_STREAM_MIN")
+    if value == "off":
+        return None
+    return stream_min(local_ranks) if value == "auto" else int(value)
 
 
 def single_copy_min_now(collective: str, local_ranks: int) -> int:

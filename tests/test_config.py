@@ -44,8 +44,10 @@ def test_wait_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.value("PYMCOLL_WAIT", "auto") == "auto"  # the keyword wins
 
 
-def test_stream_min_takes_a_size_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert config.value("PYMCOLL_STREAM_MIN") == 1 << 20
+def test_stream_min_takes_auto_a_size_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config.value("PYMCOLL_STREAM_MIN") == "auto"
+    monkeypatch.setenv("PYMCOLL_STREAM_MIN", "Auto")
+    assert config.value("PYMCOLL_STREAM_MIN") == "auto"
     monkeypatch.setenv("PYMCOLL_STREAM_MIN", "4M")
     assert config.value("PYMCOLL_STREAM_MIN") == 4 << 20
     monkeypatch.setenv("PYMCOLL_STREAM_MIN", " OFF ")

@@ -66,7 +66,8 @@ typedef struct pmc_config {
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
     int wait_sleep;          /* 1: waits sleep at once instead of spinning and yielding first (PYMCOLL_WAIT=sleep) */
     uint64_t stream_min;     /* smallest copy of a rank's own block, or through the shared heap, written
-                                with streaming stores (x86-64); 0 = default; UINT64_MAX = never
+                                with streaming stores (x86-64); 0 = from the last-level cache and the
+                                node's ranks (pmc_stream_min_default); UINT64_MAX = never
                                 (PYMCOLL_STREAM_MIN) */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
@@ -116,7 +117,7 @@ typedef struct pmc_layout {
 #define PMC_DEFAULT_INLINE_MAX 48u
 #define PMC_DEFAULT_HEAP_BYTES (16u << 20)
 #define PMC_DEFAULT_FLAT_MAX (4u << 10)
-#define PMC_DEFAULT_STREAM_MIN (1u << 20) /* measured: perf/studies/large_and_back_to_back.md */
+#define PMC_DEFAULT_STREAM_MIN 0u /* from the cache: pmc_stream_min_default (perf/studies/large_and_back_to_back.md) */
 #define PMC_DEFAULT_CMA_MIN 0u /* per collective: pmc_single_copy_min_default */
 #define PMC_DEFAULT_LANES_SMALL_MAX (64u << 10)
 #define PMC_DEFAULT_LANES_BCAST_TREE_MAX (256u << 10) /* measured: perf/studies/lanes.md, switch points */
@@ -264,6 +265,15 @@ const char *pmc_coll_name(int coll);
  * when PYMCOLL_CMA_MIN is not set: measured per collective
  * (perf/studies/copy_paths.md); 0 for a code without single copy. */
 uint64_t pmc_single_copy_min_default(int coll, int local_ranks);
+/* Smallest own-block or shared-heap copy written with streaming stores on a
+ * node of `local_ranks` ranks when PYMCOLL_STREAM_MIN is not set: the
+ * last-level cache over twice the ranks, at least 1 MiB (1 MiB where sysfs
+ * does not give the cache). Below it a collective's sources and destinations
+ * on the node fit the cache together, and a plain copy leaves the
+ * destination there for its reader: streaming stores, which go to memory,
+ * ran 1.05-1.7x slower at 2 ranks up to 6 MiB on a 32 MiB cache; above it
+ * they save reading lines that would be evicted unread. */
+uint64_t pmc_stream_min_default(int local_ranks);
 /* The same on communicator `c`: its cma_min if one was given, else the default. */
 uint64_t pmc_single_copy_min(const pmc_comm *c, int coll);
 

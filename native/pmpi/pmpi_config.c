@@ -221,9 +221,10 @@ static int read_sizes(pmpi_context *ctx, const tuning *t, char *err, size_t errl
         trim(w);
         for (char *p = w; *p; ++p) *p = (char)tolower((unsigned char)*p);
         if (strcmp(w, "off") == 0 || strcmp(w, "never") == 0 || strcmp(w, "0") == 0) ctx->cfg.stream_min = UINT64_MAX;
+        else if (strcmp(w, "auto") == 0) ctx->cfg.stream_min = 0;
         else if (parse_bytes("PYMCOLL_STREAM_MIN", stream, &ctx->cfg.stream_min, err, errlen))
-            return fail(err, errlen, "PYMCOLL_STREAM_MIN='%s' is neither a size (bytes or a K/M/G suffix, e.g. 1M) "
-                        "nor 'off'", stream);
+            return fail(err, errlen, "PYMCOLL_STREAM_MIN='%s' is neither a size (bytes or a K/M/G suffix, e.g. 8M), "
+                        "'auto' nor 'off'", stream);
     }
     if (ctx->cfg.inline_max > 48)
         return fail(err, errlen, "PYMCOLL_INLINE_MAX='%s': an inline line carries at most 48 bytes",

@@ -1,5 +1,6 @@
 /* Communicator creation: node and lane communicators, rank map, segment. */
 #include "comm.h"
+#include "node/bulk_copy.h"
 #include "node/heap.h"
 
 #include <inttypes.h>
@@ -347,7 +348,7 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->local_size = local_size;
     n->timeout = cfg->timeout;
     n->wait_sleep = cfg->wait_sleep != 0;
-    n->stream_min = cfg->stream_min;
+    n->stream_min = cfg->stream_min != 0 ? cfg->stream_min : pmc_stream_min_default(local_size);
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);
@@ -423,7 +424,6 @@ int pmc_comm_create_why(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm *
     if (cfg.shm_dir == NULL || cfg.shm_dir[0] == '\0') cfg.shm_dir = dflt.shm_dir;
     if (cfg.inline_max == 0) cfg.inline_max = dflt.inline_max;
     if (cfg.flat_max == 0) cfg.flat_max = dflt.flat_max;
-    if (cfg.stream_min == 0) cfg.stream_min = dflt.stream_min;
     if (cfg.lanes_small_max == 0) cfg.lanes_small_max = dflt.lanes_small_max;
     if (cfg.lanes_direct_min == 0) cfg.lanes_direct_min = dflt.lanes_direct_min;
     if (cfg.lanes_bcast_tree_max == 0) cfg.lanes_bcast_tree_max = dflt.lanes_bcast_tree_max;

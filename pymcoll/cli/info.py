@@ -201,6 +201,7 @@ def collect(world: Any = None) -> Optional[dict[str, Any]]:
             "chunk_bytes": layout.chunk_bytes,
             "cma_ok": layout.cma_ok,
             "single_copy_from": _single_copy_from(layout.max_local),
+            "streaming_from": _streaming_from(layout.max_local),
             "shm_dir": shm_dir,
             "note": comm.note if comm is not None else "",
         },
@@ -227,6 +228,13 @@ def _single_copy_from(local_ranks: int) -> dict[str, int]:
         return {}
     table = {c: single_copy_min_now(c, local_ranks) for c in config.COLLECTIVES}
     return {c: v for c, v in table.items() if v}
+
+
+def _streaming_from(local_ranks: int) -> Optional[int]:
+    """The streaming-store threshold on the largest node; None when off."""
+    from ..tuning import stream_min_now
+
+    return stream_min_now(max(local_ranks, 1))
 
 
 def _cma_text(value: Optional[int]) -> str:
@@ -280,6 +288,9 @@ def format_text(info: dict[str, Any], width: Optional[int] = None) -> str:
         if s.get("single_copy_from"):
             add("               single copy from (block per rank): " + ", ".join(
                 f"{coll} {_human_bytes(b)}" for coll, b in s["single_copy_from"].items()))
+        if "streaming_from" in s:
+            add("               streaming stores for own-block and heap copies from: "
+                + ("off" if s["streaming_from"] is None else _human_bytes(s["streaming_from"])))
         add(f"               PYMCOLL_SHM_DIR={s['shm_dir']}")
         if s["note"]:
             add(f"               note: {s['note']}")

@@ -2,6 +2,9 @@
  * baseline, so no CPU check is needed); memcpy elsewhere. */
 #include "bulk_copy.h"
 
+#include "pymcoll.h"
+
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -44,4 +47,45 @@ void pmc_bulk_copy(void *dst, const void *src, uint64_t n, uint64_t stream_min)
     (void)stream_min;
 #endif
     memcpy(dst, src, n);
+}
+
+/* One number from a sysfs file, with an optional K/M/G suffix; 0 if unreadable. */
+static uint64_t sysfs_number(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return 0;
+    unsigned long long v = 0;
+    char unit = 0;
+    const int got = fscanf(fp, "%llu%c", &v, &unit);
+    fclose(fp);
+    if (got < 1) return 0;
+    const uint64_t scale = unit == 'K' ? 1u << 10 : unit == 'M' ? 1u << 20 : unit == 'G' ? 1u << 30 : 1;
+    return (uint64_t)v * scale;
+}
+
+uint64_t pmc_llc_bytes(void)
+{
+    /* sysfs, not sysconf: on some virtual machines the C library reports
+     * the host's whole cache (320 MiB where the guest's is 32). */
+    uint64_t best_level = 0, bytes = 0;
+    for (int i = 0; i < 16; ++i) {
+        char path[96];
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        const uint64_t level = sysfs_number(path);
+        if (level == 0) continue;
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        const uint64_t size = sysfs_number(path);
+        if (level > best_level || (level == best_level && size > bytes)) {
+            best_level = level;
+            bytes = size;
+        }
+    }
+    return bytes;
+}
+
+uint64_t pmc_stream_min_default(int local_size)
+{
+    const uint64_t floor = (uint64_t)1 << 20, ranks = (uint64_t)(local_size > 1 ? local_size : 1);
+    const uint64_t scaled = pmc_llc_bytes() / (2 * ranks);
+    return scaled > floor ? scaled : floor;
 }
