@@ -1,7 +1,11 @@
 /* Reduce-scatter within a node: every rank copies its input in chunk by
  * chunk; each rank reduces the part of the chunk that belongs to its own
  * block, over all inputs in rank order, straight into its receive buffer.
- * No result region and no copy out: the reduction is the only pass.
+ * No result region and no copy out: the reduction is the only pass. Out of
+ * place, the pieces of a rank's own block are read by no one else: they stay
+ * out of its cells and are combined straight from its input (1/L less to
+ * copy in). In place the results overwrite the input as they land, so there
+ * the own pieces go through the cells too.
  *
  * A chunk carries a piece of every block (block j's piece at a fixed slot of
  * the cell), so every rank reduces in every step. Walking the vector in
@@ -76,7 +80,9 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
             uint64_t at = 0;
             for (int j = 0; j < L; ++j) {
                 const uint64_t c = pmc_count_of(counts, block, j), q = piece_of(c, f->n), from = f->k * q;
-                if (from < c) memcpy(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize);
+                /* My own block's piece only I read: straight from the input, below (out of place). */
+                if (from < c && !(j == me && send != recv))
+                    memcpy(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize);
                 dst += q * esize;
                 at += c;
             }
@@ -106,7 +112,15 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
                 /* In place, the result lands below the input already copied in. */
                 const uint64_t cell_off = pmc_cell_of(f->base + f->k + 1, ncells, f->lstep) * cell + slot * esize;
                 unsigned char *acc = (f->p ? (unsigned char *)f->p : (unsigned char *)recv) + (a - lo) * esize;
-                pmc_reduce_strided(acc, n->seg.data + cell_off, region, L, b - a, dtype, rop);
+                if (f->aux && send != recv) {
+                    /* Rank order, my own piece from my input (it was not copied in). */
+#define PIECE(r) ((r) == me ? in + a * esize : n->seg.data + (uint64_t)(r) * region + cell_off)
+                    pmc_reduce_to(acc, PIECE(0), PIECE(1), b - a, dtype, rop);
+                    for (int r = 2; r < L; ++r) pmc_reduce_into(acc, PIECE(r), b - a, dtype, rop);
+#undef PIECE
+                } else {
+                    pmc_reduce_strided(acc, n->seg.data + cell_off, region, L, b - a, dtype, rop);
+                }
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
         }
