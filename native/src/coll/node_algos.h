@@ -174,9 +174,11 @@ int pmc_cma_store_to(pmc_op *op, int dst, uint64_t s, uint64_t off, const void *
  * PMC_ERR_MISMATCH, the message set and the node told (the ranks disagree
  * on the message size where no read or write past the exposure shows it). */
 int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes);
-/* Bytes a reduction from exposed inputs fetches at a time: they stay in L2
- * between the fetch and the combination. */
-#define PMC_CMA_REDUCE_CHUNK ((uint64_t)64 << 10)
+/* Bytes a reduction from exposed inputs fetches at a time. Each fetch is a
+ * system call that pins the peer's pages: at 2 ranks 256 KiB took 0.83-0.87
+ * of 64 KiB's time, 512 KiB 0.90-0.96 of 256 KiB's, 1 MiB no less than
+ * 512 KiB (perf/studies/large_and_back_to_back.md). */
+#define PMC_CMA_REDUCE_CHUNK ((uint64_t)512 << 10)
 /* Elements [lo, hi) of the inputs local ranks 0 .. upto-1 exposed at step s
  * (this rank's own from send), combined in rank order into out (hi - lo
  * elements); tmp holds PMC_CMA_REDUCE_CHUNK bytes. */
