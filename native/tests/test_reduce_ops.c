@@ -104,7 +104,7 @@ static void check(int dtype, int op, uint64_t n, int k, unsigned shift)
         if (form == 0 && k != 2) continue;
         memset(got, 0xA5, (size_t)(bytes + 2 * GUARD + size));
         if (form == 0) pmc_reduce_to(out, first, first + stride, n, dtype, op);
-        else pmc_reduce_strided(out, first, stride, k, n, dtype, op);
+        else pmc_reduce_strided(out, first, stride, k, -1, NULL, n, dtype, op);
         uint64_t bad = n;
         for (uint64_t i = 0; i < n && bad == n; ++i)
             if (!same(out, want, dtype, i)) bad = i;

@@ -81,13 +81,10 @@ int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *
             const uint64_t first = f->k * per_chunk, m = count - first < per_chunk ? count - first : per_chunk;
             const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;
             const uint64_t lo = m * (uint64_t)me / (uint64_t)L, hi = m * (uint64_t)(me + 1) / (uint64_t)L;
-            if (hi > lo) {
-                /* Rank order, my own slice from my input (it was not copied in). */
-#define SLICE(r) ((r) == me ? in + (first + lo) * esize : data + (uint64_t)(r) * region + cell_off + lo * esize)
-                pmc_reduce_to(result + cell_off + lo * esize, SLICE(0), SLICE(1), hi - lo, dtype, rop);
-                for (int r = 2; r < L; ++r) pmc_reduce_into(result + cell_off + lo * esize, SLICE(r), hi - lo, dtype, rop);
-#undef SLICE
-            }
+            /* My own slice from my input: it was not copied in. */
+            if (hi > lo)
+                pmc_reduce_strided(result + cell_off + lo * esize, data + cell_off + lo * esize, region, L, me,
+                                   in + (first + lo) * esize, hi - lo, dtype, rop);
             pmc_node_post(n, PMC_FLAG_SEQ, f->aux + 1);
         }
         if (i_receive) {

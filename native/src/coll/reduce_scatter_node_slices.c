@@ -44,6 +44,9 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
     const pmc_slices g = pmc_slices_of(n, esize);
     const uint64_t region = g.region, cell = g.cell, ncells = g.ncells, per_chunk = g.per_chunk;
     const unsigned char *in = send;
+    /* Out of place, the pieces of my own block stay out of my cells (in the
+     * interleaved layout, f->aux != 0, where they have a slot of their own). */
+    const int out_of_place = send != recv;
     uint64_t lo, hi, total;
     pmc_block_bounds(counts, block, L, me, &lo, &hi, &total);
 
@@ -81,7 +84,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
             for (int j = 0; j < L; ++j) {
                 const uint64_t c = pmc_count_of(counts, block, j), q = piece_of(c, f->n), from = f->k * q;
                 /* My own block's piece only I read: straight from the input, below (out of place). */
-                if (from < c && !(j == me && send != recv))
+                if (from < c && !(j == me && out_of_place))
                     memcpy(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize);
                 dst += q * esize;
                 at += c;
@@ -112,15 +115,9 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
                 /* In place, the result lands below the input already copied in. */
                 const uint64_t cell_off = pmc_cell_of(f->base + f->k + 1, ncells, f->lstep) * cell + slot * esize;
                 unsigned char *acc = (f->p ? (unsigned char *)f->p : (unsigned char *)recv) + (a - lo) * esize;
-                if (f->aux && send != recv) {
-                    /* Rank order, my own piece from my input (it was not copied in). */
-#define PIECE(r) ((r) == me ? in + a * esize : n->seg.data + (uint64_t)(r) * region + cell_off)
-                    pmc_reduce_to(acc, PIECE(0), PIECE(1), b - a, dtype, rop);
-                    for (int r = 2; r < L; ++r) pmc_reduce_into(acc, PIECE(r), b - a, dtype, rop);
-#undef PIECE
-                } else {
-                    pmc_reduce_strided(acc, n->seg.data + cell_off, region, L, b - a, dtype, rop);
-                }
+                /* My own piece from my input where it was not copied in. */
+                pmc_reduce_strided(acc, n->seg.data + cell_off, region, L, f->aux && out_of_place ? me : -1,
+                                   in + a * esize, b - a, dtype, rop);
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
         }

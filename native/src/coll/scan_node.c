@@ -53,7 +53,7 @@ int pmc_reduce_node_flat(pmc_op *op, pmc_frame *f, const void *send, void *recv,
             const uint64_t s = f->base + f->k + 1, first = f->k * per_chunk;
             const uint64_t m = count - first < per_chunk ? count - first : per_chunk;
             const uint64_t cell_off = pmc_cell_of(s, ncells, f->lstep) * cell;
-            pmc_reduce_strided(out + first * esize, n->seg.data + cell_off, region, upto, m, dtype, rop);
+            pmc_reduce_strided(out + first * esize, n->seg.data + cell_off, region, upto, -1, NULL, m, dtype, rop);
         }
         pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);
     }

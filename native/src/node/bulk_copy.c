@@ -63,7 +63,8 @@ static uint64_t sysfs_number(const char *path)
     return (uint64_t)v * scale;
 }
 
-uint64_t pmc_llc_bytes(void)
+/* Bytes of the largest cache level of CPU 0 (Linux sysfs); 0 if unknown. */
+static uint64_t llc_bytes(void)
 {
     /* sysfs, not sysconf: on some virtual machines the C library reports
      * the host's whole cache (320 MiB where the guest's is 32). */
@@ -86,6 +87,6 @@ uint64_t pmc_llc_bytes(void)
 uint64_t pmc_stream_min_default(int local_size)
 {
     const uint64_t floor = (uint64_t)1 << 20, ranks = (uint64_t)(local_size > 1 ? local_size : 1);
-    const uint64_t scaled = pmc_llc_bytes() / (2 * ranks);
+    const uint64_t scaled = llc_bytes() / (2 * ranks);
     return scaled > floor ? scaled : floor;
 }

@@ -14,7 +14,4 @@
  * flag that tells a peer "done") when it returns. */
 void pmc_bulk_copy(void *dst, const void *src, uint64_t n, uint64_t stream_min);
 
-/* Bytes of the largest cache level of CPU 0 (Linux sysfs); 0 if unknown. */
-uint64_t pmc_llc_bytes(void);
-
 #endif

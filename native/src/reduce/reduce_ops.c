@@ -222,13 +222,15 @@ void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int 
     combine(out, lhs, rhs, n, dtype, op);
 }
 
-void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, uint64_t n, int dtype, int op)
+void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, int own, const void *own_at, uint64_t n,
+                        int dtype, int op)
 {
-    const unsigned char *in = first;
+#define INPUT(i) ((i) == own ? (const unsigned char *)own_at : (const unsigned char *)first + (uint64_t)(i) * stride)
     if (k < 2) {
-        if (k == 1) memcpy(out, in, n * (uint64_t)pmc_dtype_size(dtype));
+        if (k == 1) memcpy(out, INPUT(0), n * (uint64_t)pmc_dtype_size(dtype));
         return;
     }
-    pmc_reduce_to(out, in, in + stride, n, dtype, op);
-    for (int i = 2; i < k; ++i) pmc_reduce_into(out, in + (uint64_t)i * stride, n, dtype, op);
+    pmc_reduce_to(out, INPUT(0), INPUT(1), n, dtype, op);
+    for (int i = 2; i < k; ++i) pmc_reduce_into(out, INPUT(i), n, dtype, op);
+#undef INPUT
 }

@@ -15,8 +15,10 @@ void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op);
 void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op);
 
 /* out = in_0 op in_1 op ... op in_{k-1} (k >= 1 inputs of n elements, input
- * i at first + i * stride bytes), combined in that order in k - 1 passes;
- * out must overlap no input. */
-void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, uint64_t n, int dtype, int op);
+ * i at first + i * stride bytes, except input `own` at `own_at` when own is
+ * in [0, k): a rank's own input read where it lies instead of from a copy),
+ * combined in that order in k - 1 passes; out must overlap no input. */
+void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, int own, const void *own_at, uint64_t n,
+                        int dtype, int op);
 
 #endif
