@@ -113,6 +113,12 @@ def _us(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _ratio(value: float) -> str:
+    """A ratio with two decimals, and two significant digits below 0.1, so that a call
+    hundreds of times faster than the reference does not print as 0.00."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+
+
 def format_table(records: Sequence[dict[str, Any]], coll: str,
                  header: Optional[dict[str, Any]] = None) -> str:
     """The table of `coll`: a title, then one row per size and implementation.
@@ -139,7 +145,7 @@ def format_table(records: Sequence[dict[str, Any]], coll: str,
             str(r["wrong"]),
         ]
         if ratio:
-            row.append(f"{r['vs_ref']:.2f}" if r.get("vs_ref") is not None else "-")
+            row.append(_ratio(r["vs_ref"]) if r.get("vs_ref") is not None else "-")
         if mem:
             row.append(f"{r['mem_frac']:.2f}" if r.get("mem_frac") is not None else "-")
         cells.append(row)
