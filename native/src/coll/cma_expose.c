@@ -48,47 +48,65 @@ int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes)
     return PMC_ERR_MISMATCH;
 }
 
+/* Input r's elements [a, a + m): this rank's own (`own`), a peer's read in
+ * place in the shared heap (*direct set), or fetched into buf. */
+static int chunk_input(pmc_op *op, uint64_t s, int r, const unsigned char *own, uint64_t a, uint64_t m,
+                       uint64_t esize, unsigned char *buf, const unsigned char **p, int *direct)
+{
+    pmc_node *n = &op->c->node_ctx;
+    if (r == n->local_rank) {
+        *p = own + a * esize;
+        return PMC_OK;
+    }
+    pmc_desc d;
+    memcpy(&d, pmc_inline_payload(pmc_inline_line(n, r, s)), sizeof(d));
+    const void *at = NULL;
+    int rc = pmc_peek(n, r, &d, a * esize, m * esize, &at);
+    if (rc != PMC_OK) return rc;
+    if (at != NULL) {
+        *p = at;
+        *direct = 1;
+        return PMC_OK;
+    }
+    *p = buf;
+    return pmc_fetch(n, r, &d, a * esize, buf, m * esize);
+}
+
 int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
                         void *tmp, int dtype, int rop)
 {
-    const int me = op->c->node_ctx.local_rank;
+    pmc_node *n = &op->c->node_ctx;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = PMC_CMA_REDUCE_CHUNK / esize;
     const unsigned char *in = send;
     if (upto == 1) {
         /* A copy of one input (Exscan's second rank, Scan's first): one fetch. */
-        if (me != 0) return pmc_cma_fetch_from(op, 0, s, lo * esize, out, (hi - lo) * esize);
-        if (in + lo * esize != (const unsigned char *)out) pmc_bulk_copy(out, in + lo * esize, (hi - lo) * esize, op->c->node_ctx.stream_min);
+        if (n->local_rank != 0) return pmc_cma_fetch_from(op, 0, s, lo * esize, out, (hi - lo) * esize);
+        if (in + lo * esize != (const unsigned char *)out) pmc_bulk_copy(out, in + lo * esize, (hi - lo) * esize, n->stream_min);
         return PMC_OK;
     }
-    /* Where this rank's own input is one of the first two, those two are
-     * combined in one pass (the other fetched into tmp): no copy of the
-     * first input and second pass over it. */
-    const int pair = me <= 1 && me < upto;
+    /* The first two inputs are combined in one pass where at most one of them
+     * must be fetched (this rank's own and inputs in the shared heap are read
+     * where they lie): no copy of the first input and second pass over it. */
     for (uint64_t a = lo; a < hi; a += per) {
         const uint64_t m = hi - a < per ? hi - a : per;
         unsigned char *acc = (unsigned char *)out + (a - lo) * esize;
-        const unsigned char *own = in + a * esize;
-        int r = 0;
-        if (pair) {
-            int rc = pmc_cma_fetch_from(op, 1 - me, s, a * esize, tmp, m * esize);
+        const unsigned char *p0, *p1;
+        int direct = 0;
+        int rc = chunk_input(op, s, 1, in, a, m, esize, tmp, &p1, &direct);
+        if (rc == PMC_OK) rc = chunk_input(op, s, 0, in, a, m, esize, p1 == tmp ? acc : tmp, &p0, &direct);
+        if (rc == PMC_OK && direct) rc = pmc_node_copy_begin(n);
+        if (rc != PMC_OK) return rc;
+        if (p0 == acc) pmc_reduce_into(acc, p1, m, dtype, rop);
+        else pmc_reduce_to(acc, p0, p1, m, dtype, rop);
+        if (direct) pmc_node_copy_end(n);
+        for (int r = 2; r < upto; ++r) {
+            const unsigned char *p;
+            direct = 0;
+            rc = chunk_input(op, s, r, in, a, m, esize, tmp, &p, &direct);
+            if (rc == PMC_OK && direct) rc = pmc_node_copy_begin(n);
             if (rc != PMC_OK) return rc;
-            pmc_reduce_to(acc, me == 0 ? own : tmp, me == 0 ? tmp : own, m, dtype, rop);
-            r = 2;
-        }
-        for (; r < upto; ++r) {
-            const unsigned char *src = own;
-            if (r != me) {
-                /* The first input lands in the result directly. */
-                unsigned char *dst = r == 0 ? acc : tmp;
-                int rc = pmc_cma_fetch_from(op, r, s, a * esize, dst, m * esize);
-                if (rc != PMC_OK) return rc;
-                src = dst;
-            }
-            if (r == 0) {
-                if (src != acc) memcpy(acc, src, m * esize);
-            } else {
-                pmc_reduce_into(acc, src, m, dtype, rop);
-            }
+            pmc_reduce_into(acc, p, m, dtype, rop);
+            if (direct) pmc_node_copy_end(n);
         }
     }
     return PMC_OK;

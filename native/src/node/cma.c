@@ -27,19 +27,24 @@ void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *
 /* Moves len bytes between `mine` (this process) and offset off of what
  * local rank `peer` exposed (d): from the peer when `write` is 0, to it
  * otherwise. The range is checked against the exposure first. */
+static int check_range(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, uint64_t len, int write)
+{
+    if (off <= d->len && len <= d->len - off) return PMC_OK;
+    snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
+             " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size; "
+             "PYMCOLL_CHECK=1 names the argument); the communicator is broken: Free() it",
+             n->coll, n->coll_seq, peer, d->len, len, off, write ? "written" : "read");
+    /* Found mid-protocol: the peers wait on this rank, so they must learn now. */
+    pmc_node_abort(n);
+    return PMC_ERR_MISMATCH;
+}
+
 static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void *mine, uint64_t len, int write)
 {
     if (len == 0) return PMC_OK;
-    if (off > d->len || len > d->len - off) {
-        snprintf(n->errmsg, n->errlen, "%s #%" PRIu64 ": local rank %d exposed %" PRIu64 " bytes but %" PRIu64
-                 " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size; "
-                 "PYMCOLL_CHECK=1 names the argument); the communicator is broken: Free() it",
-                 n->coll, n->coll_seq, peer, d->len, len, off, write ? "written" : "read");
-        /* Found mid-protocol: the peers wait on this rank, so they must learn now. */
-        pmc_node_abort(n);
-        return PMC_ERR_MISMATCH;
-    }
-    int rc = pmc_node_copy_begin(n);
+    int rc = check_range(n, peer, d, off, len, write);
+    if (rc != PMC_OK) return rc;
+    rc = pmc_node_copy_begin(n);
     if (rc != PMC_OK) return rc;
     if (d->kind == PMC_DESC_HEAP) {
         unsigned char *theirs = n->seg.heap + d->where + off;
@@ -75,6 +80,16 @@ static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void
 int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, uint64_t len)
 {
     return transfer(n, src, d, off, dst, len, 0);
+}
+
+int pmc_peek(pmc_node *n, int src, const pmc_desc *d, uint64_t off, uint64_t len, const void **at)
+{
+    *at = NULL;
+    if (d->kind != PMC_DESC_HEAP || len == 0) return PMC_OK;
+    int rc = check_range(n, src, d, off, len, 0);
+    if (rc != PMC_OK) return rc;
+    *at = n->seg.heap + d->where + off;
+    return PMC_OK;
 }
 
 int pmc_store(pmc_node *n, int dst, const pmc_desc *d, uint64_t off, const void *src, uint64_t len)

@@ -23,6 +23,11 @@ typedef struct pmc_desc {
 void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *d);
 /* Copies len bytes at offset off of src's exposed buffer into dst. */
 int pmc_fetch(pmc_node *n, int src, const pmc_desc *d, uint64_t off, void *dst, uint64_t len);
+/* Where len bytes at offset off of src's exposed buffer can be read in
+ * place: *at is their address when the buffer lies in the shared heap, NULL
+ * otherwise (fetch them). Reads through *at go between
+ * pmc_node_copy_begin and pmc_node_copy_end, as a fetch's do. */
+int pmc_peek(pmc_node *n, int src, const pmc_desc *d, uint64_t off, uint64_t len, const void **at);
 /* Copies len bytes of src into dst's exposed buffer at offset off
  * (process_vm_writev, or memcpy into the shared heap). */
 int pmc_store(pmc_node *n, int dst, const pmc_desc *d, uint64_t off, const void *src, uint64_t len);
