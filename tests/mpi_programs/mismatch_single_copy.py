@@ -24,6 +24,7 @@ from .common import assert_broken, free_and_recover, main
 BLOCK = 1 << 20  # bytes per rank, above the 64 KiB crossover the test sets
 EXTRA = 64       # what the odd rank adds to its count
 GUARD = 4096     # bytes after the root's receive buffer that must stay untouched
+RS_BLOCK = 256 << 10  # bytes per rank's block of the heap case: its inputs fit the default heap at 4 ranks
 
 
 def gather_sender_sends_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
@@ -88,8 +89,23 @@ def bcast_receiver_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None],
     return call, last
 
 
+def reduce_scatter_heap_reader_expects_more(comm: pymcoll.Comm) -> tuple[Callable[[], None], int]:
+    """Reduce_scatter_block with buffers in the shared heap (inputs read in place, not
+    fetched): the last rank's block is longer, so the slice it reduces runs past the
+    others' exposed inputs; it finds it before it reads."""
+    last = comm.size - 1
+    block = (RS_BLOCK + (EXTRA if comm.rank == last else 0)) // 4
+    send = pymcoll.alloc(comm.size * block, np.float32, comm)
+    send[:] = comm.rank + 1
+    recv = pymcoll.alloc(block, np.float32, comm)
+
+    def call() -> None:
+        comm.Reduce_scatter_block(send, recv)
+    return call, last
+
+
 CASES = [gather_sender_sends_more, gatherv_root_expects_more, gatherv_sender_below_crossover,
-         bcast_receiver_expects_more]
+         bcast_receiver_expects_more, reduce_scatter_heap_reader_expects_more]
 #: Cases where a rank that waits on nobody who failed may finish the call (its next call learns).
 MAY_RETURN = {"gatherv_root_expects_more", "gatherv_sender_below_crossover", "bcast_receiver_expects_more"}
 
