@@ -152,6 +152,27 @@ def test_simulate_reports_the_leaders_followed():
     assert simulate(ids, 200, "lfu").leaders == []
 
 
+def test_guard_trail_records_each_batch_as_served():
+    # The trail (for offline replays of leader rules) holds every batch's hits per shadow, equal to
+    # each classical policy replayed alone, and the leader that served it.
+    ids = zipf_ids(np.random.default_rng(5), 3000, 30000, 0.9)
+    pol = LearnedCachePolicy(3000)
+    pol.guard.trail = []
+    r = simulate(ids, 150, pol)
+    trail = pol.guard.trail
+    assert [t for t, _, _, _ in trail] == list(range(0, ids.size, 2048))
+    assert sum(n for _, n, _, _ in trail) == ids.size
+    hits = np.stack([h for _, _, h, _ in trail])
+    for name in ("lru", "lfu"):
+        alone = replay(ids, 150, CLASSIC[name]())
+        assert hits[:, pol.guard.names.index(name)].sum() == alone.sum(), name
+    served = [s for _, _, _, s in trail]
+    starts = [t for (t, _, _, s), prev in zip(trail, [None] + served) if s != prev]
+    assert [(t, s) for t, s in zip(starts, [s for i, s in enumerate(served) if i == 0 or s != served[i - 1]],
+                                   strict=True)] == r.leaders
+    assert Guard({"a": Shadow("a", CLASSIC["lru"]())}, "a").trail is None  # off unless asked for
+
+
 # ---------------------------------------------------------------------------
 # The real tier following the leader
 # ---------------------------------------------------------------------------

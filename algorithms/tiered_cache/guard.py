@@ -168,6 +168,9 @@ class Guard:
         self.leader = preferred
         self.led = {name: 0 for name in self.names}  # lookups served under each leader
         self.changes: list[tuple[int, str]] = []      # (first lookup, leader) of each stretch served
+        # Set to a list to keep (t0, lookups, hits per shadow in `names` order, leader) of every
+        # recorded batch: what an offline replay of other leader rules needs.
+        self.trail: Optional[list[tuple[int, int, np.ndarray, str]]] = None
 
     def reset(self, capacity: int) -> None:
         for s in self.shadows.values():
@@ -178,6 +181,8 @@ class Guard:
         self.leader = self.preferred
         self.led = {name: 0 for name in self.names}
         self.changes = []
+        if self.trail is not None:
+            self.trail = []
 
     def run(self, ids: np.ndarray, t0: int, only: Optional[Callable[[str], bool]] = None) -> dict[str, ShadowBatch]:
         """Every shadow (or those `only` accepts) serves the batch."""
@@ -202,6 +207,8 @@ class Guard:
         if not self.changes or self.changes[-1][1] != served_by:
             self.changes.append((int(first.t0), served_by))
         counts = np.array([int(batches[name].hits.sum()) for name in self.names], dtype=np.int64)
+        if self.trail is not None:
+            self.trail.append((int(first.t0), n, counts.copy(), served_by))
         self._recent.append((n, counts))
         self._in_window += n
         self._sums += counts
