@@ -6,6 +6,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 #define MAX_CELL ((uint64_t)1 << 18)
 
@@ -43,8 +44,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
     PMC_CO_BEGIN(f);
     if (i_write && out != NULL && pmc_count_of(scounts, block, me) > 0 &&
         in + pmc_displ_of(sdispls, block, me) != out + landing(rdispls, block, me, root))
-        memcpy(out + landing(rdispls, block, me, root), in + pmc_displ_of(sdispls, block, me),
-               pmc_count_of(scounts, block, me));
+        pmc_bulk_copy(out + landing(rdispls, block, me, root), in + pmc_displ_of(sdispls, block, me),
+                      pmc_count_of(scounts, block, me), n->stream_min);
     if (L == 1) {
         f->pc = 0;
         return PMC_OK;
