@@ -119,6 +119,15 @@ class Window:
             self.sums = self.sums - old
 
 
+def window_choice(window: Window, leader: int, model: int, margin: float) -> int:
+    """The code's choice: the window's best shadow (the model's order on a tie) takes over when it
+    is ahead of the leader by `margin` of the window's lookups."""
+    top = int(np.argmax(window.sums))
+    if window.sums[top] == window.sums[model]:
+        top = model
+    return top if window.sums[top] - window.sums[leader] > margin * window.n else leader
+
+
 def warm_up_leaders(c: dict, window: Window, margin: float, out: list[int]) -> int:
     """The code's rule through the warm-up (the untrained order is the preferred shadow), then the
     hand-over of its lead to the best classical shadow of the window. Returns the leader at training."""
@@ -127,11 +136,7 @@ def warm_up_leaders(c: dict, window: Window, margin: float, out: list[int]) -> i
     leader = model
     for b in range(first_trained(c)):
         if b:
-            top = int(np.argmax(window.sums))
-            if window.sums[top] == window.sums[model]:
-                top = model
-            if window.sums[top] - window.sums[leader] > margin * window.n:
-                leader = top
+            leader = window_choice(window, leader, model, margin)
         out.append(leader)
         window.add(int(sizes[b]), hits[b])
     if leader == model:
@@ -150,11 +155,7 @@ def rule_window(caps: float = 32, margin: float = 0.005) -> Rule:
         leader = warm_up_leaders(c, w, margin, out)
         for b in range(len(out), len(sizes)):
             if b > first_trained(c):
-                top = int(np.argmax(w.sums))
-                if w.sums[top] == w.sums[model]:
-                    top = model
-                if w.sums[top] - w.sums[leader] > margin * w.n:
-                    leader = top
+                leader = window_choice(w, leader, model, margin)
             out.append(leader)
             w.add(int(sizes[b]), hits[b])
         return out
