@@ -173,6 +173,28 @@ def test_guard_trail_records_each_batch_as_served():
     assert Guard({"a": Shadow("a", CLASSIC["lru"]())}, "a").trail is None  # off unless asked for
 
 
+def test_offline_replay_of_the_code_rule_gives_the_leaders_served():
+    # perf/replay_guard_rules.py scores leader rules on recorded trails; its copy of the rule in
+    # the code must pick the leaders the simulator served, batch for batch.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "perf" / "replay_guard_rules.py"
+    spec = importlib.util.spec_from_file_location("replay_guard_rules", path)
+    replay_rules = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay_rules)
+    for shape, share in (("zipf-drift", 0.05), ("bursts", 0.1)):
+        case = replay_rules.record_case(shaped_ids(shape, 3), share, "arrays", f"{shape}/3")
+        served = [case["names"].index(name) for name in case["served"]]
+        assert replay_rules.RULES["window 32 caps, 0.5% (the code)"](case) == served, shape
+        assert len(set(served)) >= 2, shape  # the replay had a change of leader to reproduce
+        for rule in replay_rules.RULES.values():
+            leaders = rule(case)
+            assert len(leaders) == len(case["sizes"]) and set(leaders) <= set(range(len(case["names"])))
+    with pytest.raises(SystemExit):
+        replay_rules.main([])
+
+
 # ---------------------------------------------------------------------------
 # The real tier following the leader
 # ---------------------------------------------------------------------------
