@@ -15,6 +15,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root)
 {
@@ -60,7 +61,7 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
                 memcpy(slot, p + off, len);
                 pmc_node_post(n, PMC_FLAG_SEQ, s);
             } else {
-                memcpy(p + off, slot, len);
+                pmc_chunk_copy_out(p + off, slot, len, bytes, n->stream_min);
                 pmc_node_post(n, PMC_FLAG_ACK, s);
             }
         }

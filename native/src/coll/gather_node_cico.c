@@ -72,8 +72,9 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
                     const int peer = n->others[f->j];
                     const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(counts, block, peer);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(out + pmc_displ_of(displs, block, peer) + off,
-                           n->seg.data + (uint64_t)peer * region + CELL(s) * cell, len);
+                    pmc_chunk_copy_out(out + pmc_displ_of(displs, block, peer) + off,
+                                       n->seg.data + (uint64_t)peer * region + CELL(s) * cell, len, total,
+                                       n->stream_min);
                 }
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + f->k + 1);

@@ -102,7 +102,8 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                     const uint64_t s = f->base + READ_K + 1, off = READ_K * cell;
                     const uint64_t total = pmc_count_of(rcounts, block, from);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell, len);
+                    pmc_chunk_copy_out(out + landing(rdispls, block, from, root) + off, SUB(from, me) + CELL(s) * cell,
+                                       len, total, n->stream_min);
                 }
             }
             pmc_node_post(n, PMC_FLAG_ACK, f->base + READ_K + 1);

@@ -14,4 +14,13 @@
  * flag that tells a peer "done") when it returns. */
 void pmc_bulk_copy(void *dst, const void *src, uint64_t n, uint64_t stream_min);
 
+/* One chunk of a message of `total` bytes copied out of the cells into its
+ * destination: streamed when the whole message would be (total at least
+ * stream_min), so that a large message read chunk by chunk does not first
+ * read every destination line in. */
+static inline void pmc_chunk_copy_out(void *dst, const void *src, uint64_t n, uint64_t total, uint64_t stream_min)
+{
+    pmc_bulk_copy(dst, src, n, total >= stream_min ? 0 : UINT64_MAX);
+}
+
 #endif
