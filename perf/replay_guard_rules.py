@@ -40,6 +40,7 @@ ARRAY_CAPS = (0.02, 0.05, 0.10)
 GENERATED = ("irm", "bursty", "mixed", "stack", "drift", "scan", "dlrm")
 HOLD_OUT = ("scan", "stack", "drift", "mixed", "bursty")
 TOLERANCE = 0.005
+WARMUP = 0.2  # the share of each trace served unscored (the model trains on it)
 
 Rule = Callable[[dict], list[int]]
 
@@ -56,9 +57,9 @@ def record_case(ids_or_trace, cap: float, group: str, label: str) -> dict:
         np.asarray(ids_or_trace), n_rows=int(np.max(ids_or_trace)) + 1)
     pol = LearnedCachePolicy(trace.n_rows)
     pol.guard.trail = []
-    res = simulate(trace, cap, pol)
+    res = simulate(trace, cap, pol, warmup=WARMUP)
     trail = pol.guard.trail
-    return {"group": group, "label": label, "cap": cap, "capacity": res.capacity, "warm": int(len(trace.ids) * 0.2),
+    return {"group": group, "label": label, "cap": cap, "capacity": res.capacity, "warm": int(len(trace.ids) * WARMUP),
             "names": list(pol.guard.names), "t0": np.array([t for t, _, _, _ in trail]),
             "sizes": np.array([n for _, n, _, _ in trail]), "hits": np.stack([h for _, _, h, _ in trail]),
             "served": [s for _, _, _, s in trail], "learned": res.hit_rate}

@@ -208,7 +208,7 @@ class Guard:
             self.changes.append((int(first.t0), served_by))
         counts = np.array([int(batches[name].hits.sum()) for name in self.names], dtype=np.int64)
         if self.trail is not None:
-            self.trail.append((int(first.t0), n, counts.copy(), served_by))
+            self.trail.append((int(first.t0), n, counts, served_by))  # counts is never changed in place
         self._recent.append((n, counts))
         self._in_window += n
         self._sums += counts

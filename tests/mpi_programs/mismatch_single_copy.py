@@ -98,6 +98,8 @@ def reduce_scatter_heap_reader_expects_more(comm: pymcoll.Comm) -> tuple[Callabl
     send = pymcoll.alloc(comm.size * block, np.float32, comm)
     send[:] = comm.rank + 1
     recv = pymcoll.alloc(block, np.float32, comm)
+    # Otherwise the inputs would be fetched, not read in place, and this case would test nothing new.
+    assert pymcoll.heap_usage(comm)[1] >= send.nbytes + recv.nbytes, "the buffers are not in the shared heap"
 
     def call() -> None:
         comm.Reduce_scatter_block(send, recv)

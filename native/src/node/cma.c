@@ -24,9 +24,9 @@ void pmc_desc_make(const pmc_heap *heap, const void *p, uint64_t len, pmc_desc *
     d->pad = 0;
 }
 
-/* Moves len bytes between `mine` (this process) and offset off of what
- * local rank `peer` exposed (d): from the peer when `write` is 0, to it
- * otherwise. The range is checked against the exposure first. */
+/* PMC_OK when len bytes at offset off lie within what local rank `peer`
+ * exposed (d); else the error, and the node is told (its peers wait on this
+ * rank mid-protocol, so they must learn now). */
 static int check_range(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, uint64_t len, int write)
 {
     if (off <= d->len && len <= d->len - off) return PMC_OK;
@@ -34,11 +34,13 @@ static int check_range(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, u
              " at offset %" PRIu64 " were to be %s (the ranks disagree on the message size; "
              "PYMCOLL_CHECK=1 names the argument); the communicator is broken: Free() it",
              n->coll, n->coll_seq, peer, d->len, len, off, write ? "written" : "read");
-    /* Found mid-protocol: the peers wait on this rank, so they must learn now. */
     pmc_node_abort(n);
     return PMC_ERR_MISMATCH;
 }
 
+/* Moves len bytes between `mine` (this process) and offset off of what
+ * local rank `peer` exposed (d): from the peer when `write` is 0, to it
+ * otherwise. The range is checked against the exposure first. */
 static int transfer(pmc_node *n, int peer, const pmc_desc *d, uint64_t off, void *mine, uint64_t len, int write)
 {
     if (len == 0) return PMC_OK;
