@@ -3,7 +3,8 @@
 
 Every shadow of the guard serves the stream on its own contents, so the hits a
 guard would collect by following any sequence of leaders can be added up from
-the shadows' per-batch hits, without serving the stream again. This script
+the shadows' hits per step (the guard chooses a leader every 256 lookups),
+without serving the stream again. This script
 records those hits once per case (``simulate(..., "learned")`` with the
 guard's ``trail`` on) and then scores leader rules against the best classical
 policy of each case:
@@ -15,7 +16,7 @@ Cases: the six generated kinds and the DLRM ids for seeds 0-2 at 1, 5, 10 and
 20% (the 84 cases of bench_tiered_cache.py), a hold-out of seeds 3-7 for
 "scan", "stack", "drift", "mixed" and "bursty", and the property test's
 random id arrays (``shaped_ids`` of tests/test_tiered_guard.py, 4 shapes x
-24 seeds x 2, 5, 10%). Scores count the batches from the one where the model
+24 seeds x 2, 5, 10%). Scores count the steps from the batch where the model
 is trained (the first at or after the 20% warm-up), so a case's classical
 hit rates here differ from simulate()'s by the part of one batch. A change
 of leader is charged ``--switch-cost`` x capacity hits: the real tier's misses
@@ -59,7 +60,9 @@ def record_case(ids_or_trace, cap: float, group: str, label: str) -> dict:
     pol.guard.trail = []
     res = simulate(trace, cap, pol, warmup=WARMUP)
     trail = pol.guard.trail
-    return {"group": group, "label": label, "cap": cap, "capacity": res.capacity, "warm": int(len(trace.ids) * WARMUP),
+    warm = int(len(trace.ids) * WARMUP)
+    trained_at = min((t0 for t0, _ in trace.batches() if t0 >= warm), default=len(trace.ids))
+    return {"group": group, "label": label, "cap": cap, "capacity": res.capacity, "trained_at": trained_at,
             "names": list(pol.guard.names), "t0": np.array([t for t, _, _, _ in trail]),
             "sizes": np.array([n for _, n, _, _ in trail]), "hits": np.stack([h for _, _, h, _ in trail]),
             "served": [s for _, _, _, s in trail], "learned": res.hit_rate}
@@ -100,8 +103,8 @@ def load(path: Path) -> list[dict]:
 # --------------------------------------------------------------------------- rules
 
 def first_trained(c: dict) -> int:
-    """The batch before which the model is trained (the first that starts at or after the warm-up)."""
-    return int(np.argmax(c["t0"] >= c["warm"]))
+    """The step at which the model is trained (the first of the first batch at or after the warm-up)."""
+    return int(np.argmax(c["t0"] >= c["trained_at"]))
 
 
 class Window:
@@ -163,6 +166,36 @@ def rule_window(caps: float = 32, margin: float = 0.005) -> Rule:
     return rule
 
 
+def rule_decayed(half_caps: float = 6, half_min: float = 1024, margin: float = 0.0025,
+                 clip: float = 0.05) -> Rule:
+    """The code's rule (guard.Guard): a rival leads once its decayed mean of clipped per-step
+    differences in hit rate over the leader exceeds `margin`; half-life `half_caps` capacities
+    (at least `half_min` lookups); at the training a lead of the untrained order goes to the
+    shadow furthest ahead of it."""
+    def rule(c: dict) -> list[int]:
+        names, hits, sizes = c["names"], c["hits"].astype(np.float64), c["sizes"]
+        k, model, trained = len(names), c["names"].index("learned"), first_trained(c)
+        half = max(half_min, half_caps * c["capacity"])
+        ahead, weight, leader, out = np.zeros((k, k)), 0.0, model, []
+        for b in range(len(sizes)):
+            if b == trained and leader == model:
+                leader = max((i for i in range(k) if i != model), key=lambda i: (ahead[i, model], -i))
+            if weight > 0:
+                lead = ahead[:, leader] / weight
+                top = int(np.argmax(lead))
+                if lead[top] == lead[model]:
+                    top = model
+                if lead[top] > margin:
+                    leader = top
+            out.append(leader)
+            n, rate = int(sizes[b]), hits[b] / int(sizes[b])
+            fade = 0.5 ** (n / half)
+            ahead = ahead * fade + 0.5 ** (n / (2 * half)) * np.clip(rate[:, None] - rate[None, :], -clip, clip)
+            weight = weight * fade + 0.5 ** (n / (2 * half))
+        return out
+    return rule
+
+
 def rule_since_training(margin: float = 0.001, window_caps: float = 32, both: bool = False) -> Rule:
     """Follow the leader of the hits since the model's training (by `margin` of those lookups);
     with `both`, a rival must also lead the code's window by its margin."""
@@ -214,8 +247,16 @@ def rule_sequential(z: float = 2.0, big: float | None = None) -> Rule:
     return rule
 
 
+CODE = "decayed 6 caps, clip 5%, 0.25% (the code)"
 RULES: dict[str, Rule] = {
-    "window 32 caps, 0.5% (the code)": rule_window(),
+    CODE: rule_decayed(),
+    "decayed 4 caps, clip 5%, 0.25%": rule_decayed(4),
+    "decayed 8 caps, clip 5%, 0.25%": rule_decayed(8),
+    "decayed 6 caps, clip 3%, 0.25%": rule_decayed(clip=0.03),
+    "decayed 6 caps, clip 8%, 0.25%": rule_decayed(clip=0.08),
+    "decayed 6 caps, clip 5%, 0.4%": rule_decayed(margin=0.004),
+    "decayed 6 caps, no clip, 0.25%": rule_decayed(clip=1.0),
+    "window 32 caps, 0.5% (former)": rule_window(),
     "window 8 caps, 0.5%": rule_window(8),
     "since training, 0.05%": rule_since_training(0.0005),
     "since training, 0.1%": rule_since_training(0.001),

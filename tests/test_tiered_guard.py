@@ -41,20 +41,32 @@ def test_shadow_serves_as_replay_does(name):
     want = replay(ids, 40, CLASSIC[name]())
     shadow = Shadow(name, CLASSIC[name]())
     shadow.reset(40)
-    got, held_before = [], None
+    # A twin served lookup by lookup says what the shadow held before each lookup.
+    twin = Shadow(name, CLASSIC[name]())
+    twin.reset(40)
+    rows = list(range(300))
+    got, prev = [], None
     for t0 in range(0, ids.size, 700):
         b = ids[t0:t0 + 700]
-        before = {r for r in range(300) if shadow.holds(r)}
+        held = {}
+        for k, row in enumerate(b.tolist()):
+            if k in (0, 1, 350, b.size - 1):
+                held[k] = [twin.holds(r) for r in rows]
+            twin.run(np.array([row], dtype=np.int64), t0 + k)
         batch = shadow.run(b, t0)
         assert isinstance(batch, ShadowBatch) and batch.t0 == t0
         got.append(batch.hits)
         # Evictions happen only on misses once full, and name rows held then.
         assert np.all(batch.evicted[batch.hits] == -1)
-        # What it held before the batch, told from after it and the batch's events.
-        rows = list(range(300))
-        assert shadow.held_at_start(rows, b, batch) == [r in before for r in rows]
-        held_before = before
-    assert held_before is not None
+        # What it held before the batch and before a lookup inside it, told from after the batch and
+        # the batch's events.
+        for k, want_held in held.items():
+            assert shadow.held_before(rows, b, batch, k) == want_held, k
+        # And a batch later, from the events of the batch served since.
+        if prev is not None:
+            for k, want_held in prev[2].items():
+                assert shadow.held_before(rows, prev[0], prev[1], k, later=[(b, batch)]) == want_held, k
+        prev = (b, batch, held)
     np.testing.assert_array_equal(np.concatenate(got), want)
 
 
@@ -68,46 +80,65 @@ def fake_batch(n: int, hits: int) -> ShadowBatch:
     return ShadowBatch(0, h, np.full(n, -1, dtype=np.int64))
 
 
+def steps(g: Guard, learned: int, a: int, b: int, served_by: str, times: int = 1) -> None:
+    for _ in range(times):
+        g.record({"learned": fake_batch(1000, learned), "a": fake_batch(1000, a), "b": fake_batch(1000, b)},
+                 served_by)
+
+
 def test_guard_keeps_its_leader_through_close_calls():
     shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
-    g = Guard(shadows, "learned", window=3000, margin=0.01)
+    g = Guard(shadows, "learned", half_life=1e12, margin=0.01, clip=0.05)  # no decay to speak of
     assert g.choose() == "learned"
-    # a leads by 5 hits over 1000 lookups: within the margin (10), so the preferred one keeps leading.
-    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 505), "b": fake_batch(1000, 400)}, "learned")
+    # a leads by 0.5 points: within the margin (1 point), so the preferred one keeps leading.
+    steps(g, 500, 505, 400, "learned")
     assert g.choose() == "learned"
-    # a leads by 60 over 2000 lookups: beyond the margin (20).
-    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 555), "b": fake_batch(1000, 400)}, "learned")
-    assert g.choose() == "a" and g.window_hits() == {"learned": 1000, "a": 1060, "b": 800}
-    # b now leads a by 25 over the window: within the margin (30), a stays.
-    g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 500), "b": fake_batch(1000, 785)}, "a")
+    # a leads by 5.5 points, counted as the clip's 5: a mean lead of 2.75 points, beyond the margin.
+    steps(g, 500, 555, 400, "learned")
     assert g.choose() == "a"
-    # The oldest batches leave the window: b leads a by far over the last 3000 lookups.
-    for _ in range(2):
-        g.record({"learned": fake_batch(1000, 500), "a": fake_batch(1000, 500), "b": fake_batch(1000, 900)}, "a")
-    assert g.choose() == "b"
-    assert g.led == {"learned": 2000, "a": 3000, "b": 0}
+    assert g.leads() == pytest.approx({"learned": -0.0275, "a": 0.0, "b": -0.05})
+    # One step in which b is 40 points ahead of a counts as 5: b's mean lead stays below zero.
+    steps(g, 500, 500, 900, "a")
+    assert g.choose() == "a" and g.leads()["b"] == pytest.approx(-0.05 / 3)
+    assert g.led == {"learned": 2000, "a": 1000, "b": 0}
     # A tie at the top goes to the preferred one.
     g.reset(10)
     g.leader = "a"
-    g.record({"learned": fake_batch(1000, 900), "a": fake_batch(1000, 100), "b": fake_batch(1000, 900)}, "a")
+    steps(g, 900, 100, 900, "a")
     assert g.choose() == "learned"
     with pytest.raises(ValueError, match="preferred"):
         Guard(shadows, "c")
-    with pytest.raises(ValueError, match="window"):
-        Guard(shadows, "a", window=0)
+    with pytest.raises(ValueError, match="half_life"):
+        Guard(shadows, "a", half_life=0)
     with pytest.raises(ValueError, match="margin"):
         Guard(shadows, "a", margin=1.0)
+    with pytest.raises(ValueError, match="clip"):
+        Guard(shadows, "a", clip=0.0)
+
+
+def test_guard_forgets_the_past_by_its_half_life():
+    shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
+    # Steps of one half-life each: every step halves the weight of those before it.
+    g = Guard(shadows, "learned", half_life=1000, margin=0.01, clip=0.05)
+    steps(g, 500, 550, 450, "learned", times=5)
+    assert g.choose() == "a"
+    # b is 4 points ahead of a from now on: one step does not outweigh the past (lead -0.4 points),
+    # two do (+1.8 points).
+    steps(g, 500, 500, 540, "a")
+    assert g.choose() == "a"
+    steps(g, 500, 500, 540, "a")
+    assert g.choose() == "b"
 
 
 def test_first_training_hands_the_lead_to_the_best_classical_shadow():
     shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
-    g = Guard(shadows, "learned", window=3000, margin=0.01)
-    g.record({"learned": fake_batch(1000, 700), "a": fake_batch(1000, 500), "b": fake_batch(1000, 600)}, "learned")
-    # The preferred shadow's record is not its own yet: the best of the others leads, whatever the margin.
+    g = Guard(shadows, "learned", half_life=1e12, margin=0.005)
+    steps(g, 520, 500, 510, "learned")
+    # The preferred shadow's record is not its own yet: the one closest to it leads, whatever the margin.
     g.hand_lead_to_best_rival()
     assert g.leader == "b"
     # It takes the lead back by the margin rule, as any rival would.
-    g.record({"learned": fake_batch(1000, 700), "a": fake_batch(1000, 500), "b": fake_batch(1000, 600)}, "b")
+    steps(g, 520, 500, 510, "b")
     assert g.choose() == "learned"
     # A classical leader stays where it is.
     g.leader = "a"
@@ -119,7 +150,7 @@ def test_training_starts_the_guarded_policy_from_a_classical_leader():
     rng = np.random.default_rng(5)
     ids = zipf_ids(rng, 2000, 20000, 0.9)
     # A margin no rival passes: the untrained model's order (LRU's) leads until the training.
-    pol = LearnedCachePolicy(2000, guard_window=8192, guard_margin=0.9)
+    pol = LearnedCachePolicy(2000, guard_margin=0.9)
     pol.reset(100)
     for t0 in range(0, 8192, 1024):
         pol.observe(ids[t0:t0 + 1024], t0)
@@ -138,7 +169,7 @@ def test_simulate_reports_the_leaders_followed():
     r = simulate(ids, 200, "learned")
     assert r.leaders[0] == (0, "learned") and len(r.leaders) >= 2
     starts = [t for t, _ in r.leaders]
-    assert starts == sorted(set(starts)) and all(t % 2048 == 0 for t in starts)
+    assert starts == sorted(set(starts)) and all(t % 256 == 0 for t in starts)
     assert all(a != b for (_, a), (_, b) in zip(r.leaders, r.leaders[1:]))
     assert {name for _, name in r.leaders} <= {"learned", *ONLINE}
     # Counted from the stretches, the scored lookups served under classical leaders are guard_share's.
@@ -160,7 +191,7 @@ def test_guard_trail_records_each_batch_as_served():
     pol.guard.trail = []
     r = simulate(ids, 150, pol)
     trail = pol.guard.trail
-    assert [t for t, _, _, _ in trail] == list(range(0, ids.size, 2048))
+    assert [t for t, _, _, _ in trail] == list(range(0, ids.size, 256))  # a step each 256 lookups
     assert sum(n for _, n, _, _ in trail) == ids.size
     hits = np.stack([h for _, _, h, _ in trail])
     for name in ("lru", "lfu"):
@@ -174,7 +205,7 @@ def test_guard_trail_records_each_batch_as_served():
 
 def test_offline_replay_of_the_code_rule_gives_the_leaders_served():
     # perf/replay_guard_rules.py scores leader rules on recorded trails; its copy of the rule in
-    # the code must pick the leaders the simulator served, batch for batch.
+    # the code must pick the leaders the simulator served, step for step.
     import importlib.util
     from pathlib import Path
 
@@ -185,7 +216,7 @@ def test_offline_replay_of_the_code_rule_gives_the_leaders_served():
     for shape, share in (("zipf-drift", 0.05), ("bursts", 0.1)):
         case = replay_rules.record_case(shaped_ids(shape, 3), share, "arrays", f"{shape}/3")
         served = [case["names"].index(name) for name in case["served"]]
-        assert replay_rules.RULES["window 32 caps, 0.5% (the code)"](case) == served, shape
+        assert replay_rules.RULES[replay_rules.CODE](case) == served, shape
         assert len(set(served)) >= 2, shape  # the replay had a change of leader to reproduce
         for rule in replay_rules.RULES.values():
             leaders = rule(case)
@@ -225,7 +256,7 @@ def test_untrained_guarded_policy_follows_the_best_shadow():
     # real tier to a frequency policy and it ends within a point of the best classical policy.
     rng = np.random.default_rng(4)
     ids = zipf_ids(rng, 4000, 60000, 0.9)
-    pol = LearnedCachePolicy(4000, guard_window=8192)
+    pol = LearnedCachePolicy(4000)
     hits = serve(ids, 200, pol)
     best = max(replay(ids, 200, CLASSIC[name]())[30000:].mean() for name in ONLINE)
     assert pol.leader != "learned" and sum(v for k, v in pol.guard.led.items() if k != "learned") > 30000
@@ -251,8 +282,10 @@ def test_prefetched_rows_stay_until_their_grace_ends():
         LearnedCachePolicy(10, prefetch_grace=-1)
     with pytest.raises(ValueError, match="experts"):
         LearnedCachePolicy(10, experts=("opt",))
-    with pytest.raises(ValueError, match="guard_window"):
-        LearnedCachePolicy(10, guard_window=0)
+    with pytest.raises(ValueError, match="guard_step"):
+        LearnedCachePolicy(10, guard_step=0)
+    with pytest.raises(ValueError, match="guard_half_life"):
+        LearnedCachePolicy(10, guard_half_life=0.5)
 
 
 # ---------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_learned_order_without_predictions_is_lru():
         np.testing.assert_array_equal(a.evicted, b.evicted)
 
 
-def test_held_at_start_agrees():
+def test_held_before_agrees():
     ids = stream("zipf", 6000, 400, seed=11)
     py, c = Shadow("arc", CLASSIC["arc"](), native=False), Shadow("arc", CLASSIC["arc"](), native=True)
     py.reset(50)
@@ -130,7 +130,8 @@ def test_held_at_start_agrees():
     for t0 in range(0, ids.size, 1000):
         b = ids[t0:t0 + 1000]
         pa, ca = py.run(b, t0), c.run(b, t0)
-        assert c.held_at_start(rows, b, ca) == py.held_at_start(rows, b, pa)
+        for at in (0, 1, 333, b.size - 1):
+            assert c.held_before(rows, b, ca, at) == py.held_before(rows, b, pa, at)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)

@@ -241,13 +241,25 @@ def test_classic_policies_match_replay(policy, warmup):
     assert simulate(trace.ids, cap, policy, warmup=warmup).hits == r.hits
 
 
+def test_an_idle_prefetcher_learns_its_cost_from_what_it_withheld(short_mixed):
+    # Never on (too few predictions checked for it), it still names what it would have brought in;
+    # the rows those would have evicted are scored, so its running cost is known before it turns on.
+    pf = LearnedPrefetcher(short_mixed.n_rows, min_precision=0.0, min_support=1, min_checked=10**9)
+    plain = simulate(short_mixed, 0.05, "learned")
+    r = simulate(short_mixed, 0.05, LearnedCachePolicy(short_mixed.n_rows), prefetcher=pf)
+    assert r.prefetches == 0 and pf.paused_batches > 0 and not pf.on
+    assert 0.0 < pf.running_cost <= 1.0
+    # Nothing was evicted for it: the cache served exactly as without a prefetcher.
+    assert (r.hits, r.on_demand_fetches) == (plain.hits, plain.on_demand_fetches)
+
+
 @pytest.mark.parametrize("policy", ["learned", "learned+prefetch"])
 def test_background_thread_changes_nothing(short_mixed, policy):
     def run(background: bool):
         if policy == "learned":
             return simulate(short_mixed, 0.05, policy, background=background)
         # A prefetcher that always prefetches, so that the comparison covers it.
-        pf = LearnedPrefetcher(short_mixed.n_rows, min_precision=0.0, min_support=1)
+        pf = LearnedPrefetcher(short_mixed.n_rows, min_precision=0.0, min_support=1, min_checked=0)
         return simulate(short_mixed, 0.05, LearnedCachePolicy(short_mixed.n_rows), prefetcher=pf,
                         background=background)
 

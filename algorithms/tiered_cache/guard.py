@@ -7,14 +7,13 @@ up, never on the real fast tier, so shadows run a batch ahead like the
 model's features. For each batch a shadow records, per lookup, whether it
 hit and which row it evicted.
 
-:class:`Guard` keeps the hit counts of each shadow over a sliding window of
-recent batches and names the leader. The current leader stays unless
-another shadow had more hits over the window by more than `margin` of the
-window's lookups (then the one with the most hits leads; on a tie, the
-preferred one, the learned order): every change of leader costs misses while
-the real fast tier converges to the new leader's contents, so close rivals
-must not take turns. Only lookups already served count: the leader of batch
-i is chosen from batches before it.
+:class:`Guard` compares the shadows' hit rates step by step (a step is a
+batch or part of one), in a decayed mean of clipped differences, and names
+the leader. The current leader stays unless another shadow is ahead of it
+by more than `margin`: every change of leader costs misses while the real
+fast tier converges to the new leader's contents, so close rivals must not
+take turns. Only lookups already served count: the leader of a step is
+chosen from the steps before it.
 
 The real fast tier follows the leader (see :mod:`.learned`): on a miss it
 evicts a row the leader's shadow does not hold. Once its contents equal the
@@ -25,9 +24,8 @@ the new leader does not hold.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -123,61 +121,77 @@ class Shadow:
         """Whether the shadow holds `row` now."""
         return self._engine.holds(row) if self._engine is not None else row in self.policy
 
-    def held_at_start(self, rows: list[int], ids: np.ndarray, batch: ShadowBatch) -> list[bool]:
-        """Whether the shadow held each of `rows` before `batch` (it has served the batch since)."""
-        # A row's first event in the batch says where it was before: entered -> out, evicted -> in.
-        entered = np.flatnonzero(~batch.hits)
-        ev = np.flatnonzero(batch.evicted >= 0)
+    def held_before(self, rows: list[int], ids: np.ndarray, batch: ShadowBatch, at: int = 0,
+                    later: Sequence[tuple[np.ndarray, ShadowBatch]] = ()) -> list[bool]:
+        """Whether the shadow held each of `rows` before lookup `at` of `batch`. It has served the
+        rest of the batch since, and then the batches `later` ((ids, what it did) in order)."""
+        # A row's first event from `at` on says where it was before: entered -> out, evicted -> in.
         first: dict[int, bool] = {}
-        events = sorted([(int(k), int(ids[k]), False) for k in entered] +
-                        [(int(k), int(batch.evicted[k]), True) for k in ev], key=lambda e: (e[0], e[2]))
-        for _, row, was_in in events:
-            first.setdefault(row, was_in)
+        for seg_ids, seg, start in [(ids, batch, at)] + [(i, b, 0) for i, b in later]:
+            entered = np.flatnonzero(~seg.hits[start:]) + start
+            ev = np.flatnonzero(seg.evicted[start:] >= 0) + start
+            events = sorted([(int(k), int(seg_ids[k]), False) for k in entered] +
+                            [(int(k), int(seg.evicted[k]), True) for k in ev], key=lambda e: (e[0], e[2]))
+            for _, row, was_in in events:
+                first.setdefault(row, was_in)
         holds = self.holds
         return [first[r] if r in first else holds(r) for r in rows]
 
 
 class Guard:
-    """Shadows of several policies, their hits over a window, and the leader (see the module docstring).
+    """Shadows of several policies, who is ahead of whom, and the leader (see the module docstring).
 
     `shadows`: the shadow caches by name; `preferred`: the name that leads
-    on a tie; `window`: the window's length in lookups (whole batches, at
-    least one); `margin`: the share of the window's lookups by which a
-    rival's hits must exceed the leader's to take over.
+    on a tie; `half_life`: the lookups after which a step's weight halves
+    (at least one); `margin`: the share of lookups by which a rival's
+    decayed lead must exceed the leader's to take over; `clip`: the most
+    one step's difference in hit rate between two shadows counts.
+
+    Hits are compared step by step (a step is what :meth:`record` is given:
+    a batch or part of one). For every pair of shadows the guard keeps the
+    exponentially decayed mean of their difference in hit rate per step,
+    each difference clipped to +-`clip`: one step in which a scan or a burst
+    favours one policy by tens of points then moves the lead no more than a
+    few ordinary steps would, while a policy that falls behind step after
+    step (a popularity that moved under it) loses the lead within a few
+    steps.
 
     `led` counts the lookups served under each leader; `changes` lists the
     stretches served, as (first lookup, leader) pairs in order.
     """
 
-    def __init__(self, shadows: dict[str, Shadow], preferred: str, window: int = 65536,
-                 margin: float = 0.005) -> None:
+    def __init__(self, shadows: dict[str, Shadow], preferred: str, half_life: float = 8192,
+                 margin: float = 0.0025, clip: float = 0.05) -> None:
         if preferred not in shadows:
             raise ValueError(f"preferred={preferred!r} is not one of the shadows {sorted(shadows)}")
-        if window < 1:
-            raise ValueError(f"window must be at least 1 lookup, got {window}")
+        if not half_life >= 1:
+            raise ValueError(f"half_life must be at least 1 lookup, got {half_life}")
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be a share of the lookups in [0, 1), got {margin}")
+        if not 0.0 < clip <= 1.0:
+            raise ValueError(f"clip must be a share of a step's lookups in (0, 1], got {clip}")
         self.shadows = shadows
         self.preferred = preferred
-        if not 0.0 <= margin < 1.0:
-            raise ValueError(f"margin must be a share of the window's lookups in [0, 1), got {margin}")
-        self.window = int(window)
+        self.half_life = float(half_life)
         self.margin = float(margin)
+        self.clip = float(clip)
         self.names = list(shadows)
-        self._recent: deque = deque()  # (lookups, hits per shadow) of the batches in the window
-        self._in_window = 0
-        self._sums = np.zeros(len(self.names), dtype=np.int64)
+        k = len(self.names)
+        # _ahead[a, b]: decayed sum of clip(rate_a - rate_b) over the steps; _weight: the sum of the weights.
+        self._ahead = np.zeros((k, k))
+        self._weight = 0.0
         self.leader = preferred
         self.led = {name: 0 for name in self.names}  # lookups served under each leader
         self.changes: list[tuple[int, str]] = []      # (first lookup, leader) of each stretch served
         # Set to a list to keep (t0, lookups, hits per shadow in `names` order, leader) of every
-        # recorded batch: what an offline replay of other leader rules needs.
+        # recorded step: what an offline replay of other leader rules needs.
         self.trail: Optional[list[tuple[int, int, np.ndarray, str]]] = None
 
     def reset(self, capacity: int) -> None:
         for s in self.shadows.values():
             s.reset(capacity)
-        self._recent.clear()
-        self._in_window = 0
-        self._sums[:] = 0
+        self._ahead[:] = 0.0
+        self._weight = 0.0
         self.leader = self.preferred
         self.led = {name: 0 for name in self.names}
         self.changes = []
@@ -188,44 +202,56 @@ class Guard:
         """Every shadow (or those `only` accepts) serves the batch."""
         return {name: s.run(ids, t0) for name, s in self.shadows.items() if only is None or only(name)}
 
+    def leads(self) -> dict[str, float]:
+        """Each shadow's decayed, clipped lead in hit rate over the current leader (0 before any step)."""
+        col = self._ahead[:, self.names.index(self.leader)]
+        scale = 1.0 / self._weight if self._weight > 0 else 0.0
+        return {name: float(v * scale) for name, v in zip(self.names, col, strict=True)}
+
     def choose(self) -> str:
-        """The leader for the next batch, from the batches recorded so far."""
-        sums = self._sums
-        pref = self.names.index(self.preferred)
-        top = int(np.argmax(sums))
-        if sums[top] == sums[pref]:
-            top = pref
+        """The leader for the next step, from the steps recorded so far."""
+        if self._weight <= 0:
+            return self.leader
         current = self.names.index(self.leader)
-        if sums[top] - sums[current] > self.margin * self._in_window:
+        lead = self._ahead[:, current] / self._weight
+        pref = self.names.index(self.preferred)
+        top = int(np.argmax(lead))
+        if lead[top] == lead[pref]:
+            top = pref
+        if lead[top] > self.margin:
             self.leader = self.names[top]
         return self.leader
 
-    def record(self, batches: dict[str, ShadowBatch], served_by: str) -> None:
-        """Add a served batch's hits to the window (dropping the oldest batches beyond it)."""
+    def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
+               stop: Optional[int] = None) -> None:
+        """Add the step of lookups [start, stop) of the shadows' batches (default: all of it), served
+        by `served_by`, to the decayed comparison."""
         first = next(iter(batches.values()))
-        n = len(first.hits)
+        stop = len(first.hits) if stop is None else stop
+        n = stop - start
+        if n <= 0:
+            return
+        t0 = int(first.t0) + start
         if not self.changes or self.changes[-1][1] != served_by:
-            self.changes.append((int(first.t0), served_by))
-        counts = np.array([int(batches[name].hits.sum()) for name in self.names], dtype=np.int64)
+            self.changes.append((t0, served_by))
+        counts = np.array([int(np.count_nonzero(batches[name].hits[start:stop])) for name in self.names],
+                          dtype=np.int64)
         if self.trail is not None:
-            self.trail.append((int(first.t0), n, counts, served_by))  # counts is never changed in place
-        self._recent.append((n, counts))
-        self._in_window += n
-        self._sums += counts
-        while self._in_window - self._recent[0][0] >= self.window:
-            old_n, old_counts = self._recent.popleft()
-            self._in_window -= old_n
-            self._sums -= old_counts
+            self.trail.append((t0, n, counts, served_by))  # counts is never changed in place
+        rate = counts / n
+        # Older steps lose weight by the step's length; this one weighs as of its middle.
+        fade = 0.5 ** (n / self.half_life)
+        weight = 0.5 ** (n / (2.0 * self.half_life))
+        self._ahead *= fade
+        self._ahead += weight * np.clip(rate[:, None] - rate[None, :], -self.clip, self.clip)
+        self._weight = self._weight * fade + weight
         self.led[served_by] = self.led.get(served_by, 0) + n
 
     def hand_lead_to_best_rival(self) -> None:
-        """If the preferred shadow leads, the shadow with the most hits over the window among the
-        others leads instead (the preferred one's record so far did not come from what it is now)."""
+        """If the preferred shadow leads, the shadow furthest ahead of it among the others leads instead
+        (the preferred one's record so far did not come from what it is now)."""
         if self.leader != self.preferred or len(self.names) < 2:
             return
-        rivals = [i for i, name in enumerate(self.names) if name != self.preferred]
-        self.leader = self.names[max(rivals, key=lambda i: (int(self._sums[i]), -i))]
-
-    def window_hits(self) -> dict[str, int]:
-        """Hits of each shadow over the window."""
-        return {name: int(h) for name, h in zip(self.names, self._sums, strict=True)}
+        pref = self.names.index(self.preferred)
+        rivals = [i for i in range(len(self.names)) if i != pref]
+        self.leader = self.names[max(rivals, key=lambda i: (float(self._ahead[i, pref]), -i))]

@@ -26,10 +26,15 @@ holding its slot for ever (tested both ways).
 
 The guard (:mod:`.guard`): the model's order and each classical policy of
 `experts` serve the stream as shadow caches of the same capacity; once the
-model is trained, the leader of each batch is the model's order unless a
-classical shadow had strictly more hits over the last `guard_window`
-lookups (at the first training a lead the untrained order holds, which was
-LRU's, goes to the best classical shadow: the model must win it back). The
+model is trained, the leader of each step of `guard_step` lookups is the
+model's order unless a classical shadow is ahead of it, by more than
+`guard_margin`, in the decayed and clipped comparison of their hit rates
+over the steps already served (half-life `guard_half_life` lookups; see
+:class:`~.guard.Guard`). At the first training a lead the untrained order
+holds, which was LRU's, goes to the classical shadow furthest ahead: the
+model must win it back. Steps shorter than a batch let the guard leave a
+policy that collapses within a batch (a popularity that moved at once), not
+a whole batch later. The
 real fast tier follows the leader: on a miss it evicts a row the leader's
 shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
@@ -48,6 +53,7 @@ picks them up.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from typing import Container, Optional, Sequence
@@ -140,8 +146,12 @@ class LearnedCachePolicy(LearnedOrder):
     (default: 4 x capacity). `experts`: the classical policies (names of
     :data:`~.policies.CLASSIC`, not "opt") whose shadows guard the model and
     whose decisions are features; `guard`: follow the best of them while the
-    model is behind (False: always the model's order); `guard_window`: the
-    lookups over which hits are compared.
+    model is behind (False: always the model's order); `guard_step`: the
+    lookups between two choices of leader (within a batch too);
+    `guard_half_life`: the lookups after which a step's weight in the
+    comparison halves (None: 6 capacities, at least 1024); `guard_margin`:
+    the lead in hit rate a rival needs to take over; `guard_clip`: the most
+    one step's difference in hit rate counts.
     """
 
     name = "learned"
@@ -149,8 +159,9 @@ class LearnedCachePolicy(LearnedOrder):
     def __init__(self, n_rows: int, *, horizon: float = 10.0, hidden: tuple[int, int] = (16, 8),
                  epochs: int = 8, window: Optional[int] = None, retrain_every: Optional[int] = None,
                  prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
-                 experts: Sequence[str] = ONLINE, guard: bool = True, guard_window: Optional[int] = None,
-                 guard_margin: float = 0.005) -> None:
+                 experts: Sequence[str] = ONLINE, guard: bool = True, guard_step: int = 256,
+                 guard_half_life: Optional[float] = None, guard_margin: float = 0.0025,
+                 guard_clip: float = 0.05) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
@@ -162,8 +173,10 @@ class LearnedCachePolicy(LearnedOrder):
         bad = [e for e in experts if e not in CLASSIC or e == "opt"]
         if bad:
             raise ValueError(f"experts must be classical online policies ({', '.join(ONLINE)}), got {bad}")
-        if guard_window is not None and guard_window < 1:
-            raise ValueError(f"guard_window must be at least 1 lookup or None, got {guard_window}")
+        if guard_step < 1:
+            raise ValueError(f"guard_step must be at least 1 lookup, got {guard_step}")
+        if guard_half_life is not None and not guard_half_life >= 1:
+            raise ValueError(f"guard_half_life must be at least 1 lookup or None, got {guard_half_life}")
         super().__init__(horizon, prefetch_age)
         self.n_rows = int(n_rows)
         self.hidden = hidden
@@ -174,18 +187,21 @@ class LearnedCachePolicy(LearnedOrder):
         self.seed = seed
         self.experts = tuple(experts)
         self.guard_on = bool(guard)
-        self.guard_window = guard_window
-        self.guard_margin = guard_margin
+        self.guard_step = int(guard_step)
+        self.guard_half_life = guard_half_life
         self.model: Optional[TinyMLP] = None
         self.model_seconds = 0.0   # CPU time of features + predictions
         self.guard_seconds = 0.0   # CPU time of the shadow caches
         self.train_seconds = 0.0   # CPU time of labelling + fitting
         self.predicted = 0
         self.trainings = 0
+        # prepare() advances the shadows, possibly in another thread, while a batch is served; a change
+        # of leader within that batch reads the shadow's contents under this lock.
+        self._shadow_lock = threading.Lock()
         self._order = LearnedOrder(horizon, prefetch_age)
         shadows = {"learned": Shadow("learned", self._order, rows=self.n_rows)}
         shadows.update({e: Shadow(e, CLASSIC[e](), rows=self.n_rows) for e in self.experts})
-        self.guard = Guard(shadows, "learned", guard_window or 65536, guard_margin)
+        self.guard = Guard(shadows, "learned", guard_half_life or 8192, guard_margin, guard_clip)
         self._reset_stream()
 
     def _reset_stream(self) -> None:
@@ -201,16 +217,18 @@ class LearnedCachePolicy(LearnedOrder):
         self.leader = "learned"
         self._outside: "OrderedDict[int, None]" = OrderedDict()     # held, not in the leader's shadow
         self._prefetched: "OrderedDict[int, int]" = OrderedDict()   # held, prefetched, not looked up yet
-        self._events: Optional[tuple] = None
-        self._applied = 0
+        self._batch: Optional[tuple] = None   # (t0, ids, shadows) of the batch being served
+        self._events: Optional[tuple] = None  # (t0, ids, hits, evicted) of its leader's shadow
+        self._applied = 0                     # its lookups whose leader events are taken up
+        self._step_end = 0                    # where its current step ends
         self._grace = self.prefetch_grace if self.prefetch_grace is not None else 4 * max(self.capacity, 1)
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
-        # The window spans 32 capacities of lookups (at least 4 batches): long enough that the noise in
-        # the hits of close rivals does not hand the lead back and forth (each change costs misses),
-        # short enough to notice a stream whose best policy changes.
-        self.guard.window = self.guard_window or max(8192, 32 * int(capacity))
+        # Six capacities (at least 1024 lookups): about the time a policy's contents take to turn
+        # over, so the comparison forgets a past the contents no longer show; with the clipping it
+        # is still long enough that close rivals do not hand the lead back and forth.
+        self.guard.half_life = float(self.guard_half_life or max(1024, 6 * int(capacity)))
         self.guard.reset(capacity)
         self._reset_stream()
 
@@ -224,21 +242,22 @@ class LearnedCachePolicy(LearnedOrder):
         ids = np.asarray(ids, dtype=np.int64)
         if t0 != self._next_t:
             raise ValueError(f"prepare() expects the batch at time {self._next_t}, got t0={t0}")
-        start = time.thread_time()
-        shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
-        mid = time.thread_time()
-        x = self.features.batch(ids, t0)
-        if self.experts:
-            x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
-        p = self._predict(x, ids, t0)
-        end = time.thread_time()
-        self._order.set_predictions(p, t0)
-        shadows["learned"] = self.guard.shadows["learned"].run(ids, t0)
-        self.guard_seconds += (mid - start) + (time.thread_time() - end)
-        self.model_seconds += end - mid
-        self.predicted += ids.size
-        self._prepared[t0] = (ids, x, p, shadows)
-        self._next_t = t0 + ids.size
+        with self._shadow_lock:
+            start = time.thread_time()
+            shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
+            mid = time.thread_time()
+            x = self.features.batch(ids, t0)
+            if self.experts:
+                x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
+            p = self._predict(x, ids, t0)
+            end = time.thread_time()
+            self._order.set_predictions(p, t0)
+            shadows["learned"] = self.guard.shadows["learned"].run(ids, t0)
+            self.guard_seconds += (mid - start) + (time.thread_time() - end)
+            self.model_seconds += end - mid
+            self.predicted += ids.size
+            self._prepared[t0] = (ids, x, p, shadows)
+            self._next_t = t0 + ids.size
 
     def observe(self, ids: np.ndarray, t0: int) -> None:
         if t0 not in self._prepared:
@@ -286,37 +305,55 @@ class LearnedCachePolicy(LearnedOrder):
 
     # -- following the leader ---------------------------------------------------------
     def _follow(self, ids: np.ndarray, t0: int, shadows: dict[str, ShadowBatch]) -> None:
-        """Choose the batch's leader (from the batches before it) and take up its events."""
+        """Start serving a batch: its first step's leader (from the steps before it) and its events."""
         self._apply_all()
+        self._batch = (t0, ids, shadows)
+        self._step(0)
+
+    def _step(self, at: int) -> None:
+        """A step begins at lookup `at` of the batch: choose its leader and record it as served by it."""
+        t0, ids, shadows = self._batch
         leader = self.guard.choose() if self.guard_on else "learned"
-        if leader != self.leader:
-            # The rows held that the new leader did not hold when this batch began.
-            rows = [r for r in self._key if r not in self._prefetched]
-            held = self.guard.shadows[leader].held_at_start(rows, ids, shadows[leader])
-            # Most recently looked up first: the victims are taken from the end (see victim()).
-            out = sorted(((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h), reverse=True)
-            self._outside = OrderedDict((r, None) for _, r in out)
-            self.leader = leader
-        self.guard.record(shadows, self.leader)
-        b = shadows[self.leader]
-        self._events = (t0, ids.tolist(), b.hits.tolist(), b.evicted.tolist())
-        self._applied = 0
+        if leader != self.leader or self._events is None or self._events[0] != t0:
+            if leader != self.leader:
+                # The rows held that the new leader did not hold before this lookup.
+                rows = [r for r in self._key if r not in self._prefetched]
+                with self._shadow_lock:  # the batches the shadows served after this one, if any yet
+                    later = [(v[0], v[3][leader]) for k, v in sorted(self._prepared.items()) if k > t0]
+                    held = self.guard.shadows[leader].held_before(rows, ids, shadows[leader], at, later)
+                # Most recently looked up first: the victims are taken from the end (see victim()).
+                out = sorted(((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h),
+                             reverse=True)
+                self._outside = OrderedDict((r, None) for _, r in out)
+                self.leader = leader
+            b = shadows[leader]
+            self._events = (t0, ids.tolist(), b.hits.tolist(), b.evicted.tolist())
+        self._applied = at
+        self._step_end = min(at + self.guard_step, len(ids))
+        self.guard.record(shadows, self.leader, at, self._step_end)
 
     def _apply(self, t: int) -> None:
-        """Take up the leader's evictions and entries up to lookup `t` (it serves each lookup first)."""
+        """Take up the leader's evictions and entries up to lookup `t` (it serves each lookup first),
+        choosing the leader again where a step begins."""
         if self._events is None:
             return
-        t0, ids, hits, evicted = self._events
+        t0, ids = self._events[0], self._events[1]
         end = min(t - t0 + 1, len(ids))
-        key, outside, pf = self._key, self._outside, self._prefetched
-        for k in range(self._applied, end):
-            v = evicted[k]
-            if v >= 0 and v in key and v not in pf:
-                outside[v] = None
-            if not hits[k]:
-                outside.pop(ids[k], None)
-        if end > self._applied:
-            self._applied = end
+        while True:
+            upto = min(end, self._step_end)
+            _, _, hits, evicted = self._events
+            key, outside, pf = self._key, self._outside, self._prefetched
+            for k in range(self._applied, upto):
+                v = evicted[k]
+                if v >= 0 and v in key and v not in pf:
+                    outside[v] = None
+                if not hits[k]:
+                    outside.pop(ids[k], None)
+            if upto > self._applied:
+                self._applied = upto
+            if end <= self._step_end:
+                return
+            self._step(self._step_end)
 
     def _apply_all(self) -> None:
         if self._events is not None:

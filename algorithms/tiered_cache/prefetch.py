@@ -43,9 +43,14 @@ these are scored the same way: the running cost, the share of those
 evictions that lost a hit. A right prefetch saves one miss and every
 prefetch risks the cost, so prefetching pays while the precision is above
 the cost: the break-even is the running cost (at least `min_precision`).
+While it is off, the rows it would have brought in are kept in
+:attr:`withheld`; a simulator that can name the rows those would have
+evicted reports them through :meth:`evicted` all the same, so the cost is
+measured before it first turns on (a cache whose every slot holds a row
+looked up again soon makes any prefetch a loss, however right).
 The prefetcher is *on* only while its running precision, over at least
 `min_checked` scored predictions (0: its training is trusted from the
-start), is at or above the break-even: it starts off, scores the
+start), is above the break-even: it starts off, scores the
 predictions it would make while off, and turns on (and off again) as they
 are right often enough (or not). ``on_batches`` / ``batches`` count how often it
 was on (the simulator reports the share over the scored batches).
@@ -126,6 +131,7 @@ class LearnedPrefetcher:
         self._right = 0.0
         self._scored = 0.0
         self.paused_batches = 0
+        self.withheld = np.zeros(0, dtype=np.int64)  # what it would have prefetched after the last batch, while off
         # The evictions its prefetches caused, awaiting their verdict (row -> deadline), decayed tallies.
         self._victims: dict[int, int] = {}
         self._lost = 0.0
@@ -285,7 +291,8 @@ class LearnedPrefetcher:
         return max(self.min_precision, self.running_cost)
 
     def evicted(self, rows: np.ndarray, t: int) -> None:
-        """The rows evicted at time `t` to make room for this prefetcher's rows (scored like predictions)."""
+        """The rows evicted at time `t` to make room for this prefetcher's rows, or that its withheld
+        rows would have evicted (scored like predictions)."""
         for row in np.asarray(rows, dtype=np.int64).tolist():
             self._victims.setdefault(row, t + self.reach)
 
@@ -335,12 +342,14 @@ class LearnedPrefetcher:
         # On only while it is known to pay: off until `min_checked` of its predictions are scored (they
         # are scored while it is off), and never without a threshold.
         self.on = bool(np.isfinite(self.threshold)) and self.checked >= self.min_checked and \
-            self.running_precision >= self.break_even
+            self.running_precision > self.break_even
         if self.capacity:
             self.batches += 1
             self.on_batches += self.on
+        self.withheld = out[:0]
         if out.size and not self.on:
             self.paused_batches += 1
+            self.withheld = out
             out = out[:0]  # off: the predictions stay outstanding, to be scored all the same
         self.model_seconds += time.thread_time() - start
         self.predicted += ids.size

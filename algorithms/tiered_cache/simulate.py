@@ -232,6 +232,19 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                         prefetches += 1
                 if evicted and hasattr(pf, "evicted"):
                     pf.evicted(np.asarray(evicted, dtype=np.int64), t_next)
+            withheld = getattr(pf, "withheld", None) if pf is not None else None
+            if withheld is not None and withheld.size and hasattr(pf, "evicted") and len(pol) >= cap:
+                # Off, it names what it would have brought in: the rows those would have evicted (the
+                # policy's next victims, none removed) are scored as its victims, so it learns its cost.
+                t_next = t0 + b.size
+                would: list[int] = []
+                pinned: set[int] = set()
+                for row in withheld.tolist():
+                    if not in_cache(row) and len(would) < len(pol):
+                        would.append(pol.victim(t_next, pinned))
+                        pinned.add(would[-1])
+                if would:
+                    pf.evicted(np.asarray(would, dtype=np.int64), t_next)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
