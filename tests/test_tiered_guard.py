@@ -251,6 +251,37 @@ def serve(ids: np.ndarray, capacity: int, pol: LearnedCachePolicy, batch: int = 
     return hits
 
 
+@settings(max_examples=15 if CI else 30, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10**6), capacity=st.integers(2, 40), batch=st.integers(16, 300),
+       step=st.integers(1, 120), margin=st.sampled_from([0.0, 0.0025, 0.01]))
+def test_real_tier_tracks_its_leader_through_changes_inside_batches(seed, capacity, batch, step, margin):
+    # Whatever the batch and step sizes, after every batch a row the real tier holds is outside
+    # the leader's contents exactly when it is marked so: the mark a change of leader inside a
+    # batch sets from what the new leader held at that lookup, and the leader's events keep.
+    rng = np.random.default_rng(seed)
+    ids = np.concatenate([zipf_ids(rng, 120, 600, 0.9), rng.integers(120, 400, size=200),
+                          zipf_ids(rng, 120, 600, 0.9) + 200])
+    pol = LearnedCachePolicy(400, guard_step=step, guard_margin=margin, guard_half_life=64)
+    pol.reset(capacity)
+    for t0 in range(0, ids.size, batch):
+        b = ids[t0:t0 + batch]
+        pol.observe(b, t0)
+        for t, row in enumerate(b.tolist(), start=t0):
+            if row in pol:
+                pol.hit(row, t)
+            else:
+                if len(pol) >= capacity:
+                    v = pol.victim(t)
+                    assert v in pol._outside, "evicted a row the leader holds"
+                    pol.remove(v)
+                pol.insert(row, t)
+        pol._apply_all()
+        leader = pol.guard.shadows[pol.leader]
+        for row in pol._key:
+            assert (row in pol._outside) == (not leader.holds(row)), (t0, row, pol.leader)
+    assert len(pol.guard.changes) >= 2  # the test saw changes of leader
+
+
 def test_untrained_guarded_policy_follows_the_best_shadow():
     # A fixed Zipf popularity: LFU beats LRU (the untrained model's order) by far; the guard hands the
     # real tier to a frequency policy and it ends within a point of the best classical policy.
