@@ -12,6 +12,7 @@ fetches more on demand than without, on every trace kind.
 from __future__ import annotations
 
 import os
+from typing import Callable, Optional
 
 import numpy as np
 import pytest
@@ -230,8 +231,9 @@ def test_offline_replay_of_the_code_rule_gives_the_leaders_served():
 # ---------------------------------------------------------------------------
 
 def serve(ids: np.ndarray, capacity: int, pol: LearnedCachePolicy, batch: int = 1024,
-          check_follow: bool = True) -> np.ndarray:
-    """Serve `ids` batch by batch; on every eviction check that the victim is not in the leader's shadow."""
+          check_follow: bool = True, after_batch: Optional[Callable[[int], None]] = None) -> np.ndarray:
+    """Serve `ids` batch by batch; on every eviction check that the victim is not in the leader's shadow;
+    `after_batch(t0)` runs once each batch is served."""
     pol.reset(capacity)
     hits = np.zeros(ids.size, dtype=bool)
     for t0 in range(0, ids.size, batch):
@@ -248,6 +250,8 @@ def serve(ids: np.ndarray, capacity: int, pol: LearnedCachePolicy, batch: int = 
                         assert v in pol._outside, "evicted a row the leader holds"
                     pol.remove(v)
                 pol.insert(row, t)
+        if after_batch is not None:
+            after_batch(t0)
     return hits
 
 
@@ -262,23 +266,14 @@ def test_real_tier_tracks_its_leader_through_changes_inside_batches(seed, capaci
     ids = np.concatenate([zipf_ids(rng, 120, 600, 0.9), rng.integers(120, 400, size=200),
                           zipf_ids(rng, 120, 600, 0.9) + 200])
     pol = LearnedCachePolicy(400, guard_step=step, guard_margin=margin, guard_half_life=64)
-    pol.reset(capacity)
-    for t0 in range(0, ids.size, batch):
-        b = ids[t0:t0 + batch]
-        pol.observe(b, t0)
-        for t, row in enumerate(b.tolist(), start=t0):
-            if row in pol:
-                pol.hit(row, t)
-            else:
-                if len(pol) >= capacity:
-                    v = pol.victim(t)
-                    assert v in pol._outside, "evicted a row the leader holds"
-                    pol.remove(v)
-                pol.insert(row, t)
+
+    def marks_match(t0: int) -> None:
         pol._apply_all()
         leader = pol.guard.shadows[pol.leader]
         for row in pol._key:
             assert (row in pol._outside) == (not leader.holds(row)), (t0, row, pol.leader)
+
+    serve(ids, capacity, pol, batch, after_batch=marks_match)
     assert len(pol.guard.changes) >= 2  # the test saw changes of leader
 
 
