@@ -287,6 +287,35 @@ def test_leaders_change_inside_batches():
     assert any(t % 100 for t, _ in pol.guard.changes[1:]), pol.guard.changes
 
 
+@pytest.mark.parametrize("name", ["lru", "lfu", "arc", "learned"])
+def test_victims_are_the_victims_one_at_a_time(name):
+    # victims(t, k) names in one pass what k calls of victim() with a growing pin set name.
+    ids = zipf_ids(np.random.default_rng(8), 600, 6000, 0.9)
+    pol = LearnedCachePolicy(600, prefetch_grace=50) if name == "learned" else CLASSIC[name]()
+    if name == "learned":
+        serve(ids, 80, pol, batch=512, check_follow=False)
+        pol.insert(599, ids.size, prefetched=True)  # held unused, past its grace by the time asked
+        pol.remove(pol.victim(ids.size, {599}))
+    else:
+        pol.reset(80)
+        for t, row in enumerate(ids.tolist()):
+            if row in pol:
+                pol.hit(row, t)
+            else:
+                if len(pol) >= 80:
+                    pol.remove(pol.victim(t))
+                pol.insert(row, t)
+    t = ids.size + 100
+    for k in (1, 7, 40, 80, 200):
+        pinned: set[int] = set()
+        one_by_one = []
+        while len(one_by_one) < k and len(pinned) < len(pol):
+            one_by_one.append(pol.victim(t, pinned))
+            pinned.add(one_by_one[-1])
+        assert pol.victims(t, k) == one_by_one, (name, k)
+    assert len(pol) == 80  # nothing removed
+
+
 def test_untrained_guarded_policy_follows_the_best_shadow():
     # A fixed Zipf popularity: LFU beats LRU (the untrained model's order) by far; the guard hands the
     # real tier to a frequency policy and it ends within a point of the best classical policy.

@@ -56,6 +56,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from itertools import islice
 from typing import Container, Optional, Sequence
 
 import numpy as np
@@ -217,7 +218,7 @@ class LearnedCachePolicy(LearnedOrder):
         self.leader = "learned"
         self._outside: "OrderedDict[int, None]" = OrderedDict()     # held, not in the leader's shadow
         self._prefetched: "OrderedDict[int, int]" = OrderedDict()   # held, prefetched, not looked up yet
-        self._batch: Optional[tuple] = None   # (t0, ids, shadows) of the batch being served
+        self._batch: Optional[tuple] = None   # (t0, ids, ids as a list, shadows) of the batch being served
         self._events: Optional[tuple] = None  # (t0, ids, hits, evicted) of its leader's shadow
         self._applied = 0                     # its lookups whose leader events are taken up
         self._step_end = 0                    # where its current step ends
@@ -307,12 +308,12 @@ class LearnedCachePolicy(LearnedOrder):
     def _follow(self, ids: np.ndarray, t0: int, shadows: dict[str, ShadowBatch]) -> None:
         """Start serving a batch: its first step's leader (from the steps before it) and its events."""
         self._apply_all()
-        self._batch = (t0, ids, shadows)
+        self._batch = (t0, ids, ids.tolist(), shadows)
         self._step(0)
 
     def _step(self, at: int) -> None:
         """A step begins at lookup `at` of the batch: choose its leader and record it as served by it."""
-        t0, ids, shadows = self._batch
+        t0, ids, id_list, shadows = self._batch
         leader = self.guard.choose() if self.guard_on else "learned"
         if leader != self.leader or self._events is None or self._events[0] != t0:
             if leader != self.leader:
@@ -327,7 +328,7 @@ class LearnedCachePolicy(LearnedOrder):
                 self._outside = OrderedDict((r, None) for _, r in out)
                 self.leader = leader
             b = shadows[leader]
-            self._events = (t0, ids.tolist(), b.hits.tolist(), b.evicted.tolist())
+            self._events = (t0, id_list, b.hits.tolist(), b.evicted.tolist())
         self._applied = at
         self._step_end = min(at + self.guard_step, len(ids))
         self.guard.record(shadows, self.leader, at, self._step_end)
@@ -383,6 +384,21 @@ class LearnedCachePolicy(LearnedOrder):
             if row not in pinned:
                 return row
         return super().victim(t, pinned)
+
+    def victims(self, t: int, k: int, skip: Container[int] = _NO_PIN) -> list[int]:
+        # victim()'s order in one pass: the rows the leader dropped (newest first), prefetched rows
+        # past their grace, then the model's order.
+        self._apply(t)
+        out = list(islice((row for row in reversed(self._outside) if row not in skip), k))
+        for row, since in self._prefetched.items():
+            if len(out) >= k or t - since <= self._grace:
+                break
+            if row not in skip:
+                out.append(row)
+        if len(out) < k:
+            chosen = set(out) | (set(skip) if skip is not _NO_PIN else set())
+            out += super().victims(t, k - len(out), chosen)
+        return out
 
     def remove(self, row: int) -> None:
         super().remove(row)

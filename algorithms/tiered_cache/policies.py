@@ -68,6 +68,16 @@ class Policy:
     def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
         raise NotImplementedError
 
+    def victims(self, t: int, k: int, skip: Container[int] = _NO_PIN) -> list[int]:
+        """The next `k` victims at time `t` in order (at most the rows held, those in `skip` passed
+        over), none removed: what inserting k rows would evict."""
+        pinned = set(skip) if skip is not _NO_PIN else set()
+        out: list[int] = []
+        while len(out) < k and len(pinned) < len(self):
+            out.append(self.victim(t, pinned))
+            pinned.add(out[-1])
+        return out
+
     def remove(self, row: int) -> None:
         raise NotImplementedError
 
@@ -175,6 +185,23 @@ class _HeapPolicy(Policy):
         if found is None:
             raise _all_pinned(self.capacity)
         return found
+
+    def victims(self, t: int, k: int, skip: Container[int] = _NO_PIN) -> list[int]:
+        # One pass down the heap (victim() with a growing pin set would pop the same entries k times).
+        heap, keys = self._heap, self._key
+        taken, out, chosen = [], [], set()
+        while heap and len(out) < k:
+            entry = heapq.heappop(heap)
+            row = entry[-1]
+            if keys.get(row) != entry[:-1]:
+                continue  # stale, dropped as victim() drops it
+            taken.append(entry)
+            if row not in skip and row not in chosen:
+                chosen.add(row)
+                out.append(row)
+        for entry in taken:
+            heapq.heappush(heap, entry)
+        return out
 
     def remove(self, row: int) -> None:
         del self._key[row]

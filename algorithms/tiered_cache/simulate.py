@@ -237,12 +237,7 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
                 # Off, it names what it would have brought in: the rows those would have evicted (the
                 # policy's next victims, none removed) are scored as its victims, so it learns its cost.
                 t_next = t0 + b.size
-                would: list[int] = []
-                pinned: set[int] = set()
-                for row in withheld.tolist():
-                    if not in_cache(row) and len(would) < len(pol):
-                        would.append(pol.victim(t_next, pinned))
-                        pinned.add(would[-1])
+                would = pol.victims(t_next, sum(1 for row in withheld.tolist() if not in_cache(row)))
                 if would:
                     pf.evicted(np.asarray(would, dtype=np.int64), t_next)
     finally:
