@@ -14,15 +14,30 @@ int pmc_allreduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv,
     return pmc_allreduce_lanes_ring(op, f, send, recv, count, dtype, rop, -1);
 }
 
-/* Reduce across nodes: small vectors by the lanes' exchange (the result
- * lands on every node; ranks other than the root keep it aside), large ones
- * by the lane ring ending at the root's node; or the single leader. */
+/* Whether a Reduce across nodes goes up the single leader: when asked to,
+ * and by default for vectors up to PMC_REDUCE_LEADER_MAX whose lanes'
+ * exchange would be one round over every node (N <= L+1, no fold). Both then
+ * combine the node partials in node order, so the bits are Allreduce's; the
+ * leaders' gather sends N-1 partials where the exchange sends N(N-1), and its
+ * senders go on once theirs is out (across test-bed hosts over TCP: 1.4-2x
+ * faster up to 2 KiB, level at 8-32 KiB; perf/studies/lanes_hosts.md). */
+static int reduce_by_leader(const pmc_comm *c, const pmc_args *a)
+{
+    if (!pmc_use_lanes(c, a->coll)) return 1;
+    const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
+    return c->algorithm[a->coll] == PMC_ALGO_AUTO && bytes <= PMC_REDUCE_LEADER_MAX && c->nnodes <= c->lanes + 1 &&
+           pmc_allreduce_lanes_fits(c, bytes);
+}
+
+/* Reduce across nodes: small vectors by the single leader (above) or the
+ * lanes' exchange (the result lands on every node; ranks other than the root
+ * keep it aside), large ones by the lane ring ending at the root's node. */
 static int reduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv)
 {
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
     const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
-    if (!pmc_use_lanes(c, a->coll)) return pmc_reduce_hier(op, f, send, recv, a->count, a->dtype, a->op, a->root);
+    if (reduce_by_leader(c, a)) return pmc_reduce_hier(op, f, send, recv, a->count, a->dtype, a->op, a->root);
     if (!pmc_allreduce_lanes_fits(c, bytes))
         return pmc_allreduce_lanes_ring(op, f, send, recv, a->count, a->dtype, a->op, a->root);
     void *out = c->rank == a->root ? recv : pmc_scratch_lane(c, (size_t)bytes);
@@ -100,7 +115,7 @@ int pmc_reduce_run(pmc_op *op)
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else {
-        pmc_took(c, pmc_use_lanes(c, a->coll) ? PMC_TRACE_ALGO_LANES : PMC_TRACE_ALGO_LEADER);
+        pmc_took(c, reduce_by_leader(c, a) ? PMC_TRACE_ALGO_LEADER : PMC_TRACE_ALGO_LANES);
         PMC_AWAIT(f, reduce_across(op, f + 1, send, a->recvbuf));
     }
     PMC_CO_END(f);

@@ -34,6 +34,10 @@ static inline int pmc_lane_of(const pmc_comm *c)
     return c->node_ctx.local_rank < c->lanes ? c->node_ctx.local_rank : -1;
 }
 
+/* Largest Reduce that goes up the single leader by default where the lanes'
+ * exchange would be one round (coll/allreduce.c). */
+#define PMC_REDUCE_LEADER_MAX ((uint64_t)32 << 10)
+
 /* Whether the lane algorithms serve collective `coll` across nodes (the
  * single-leader hierarchy when PYMCOLL_<COLL>_ALGORITHM=leader). */
 static inline int pmc_use_lanes(const pmc_comm *c, int coll)
