@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Multi-object (lanes) against single-leader against the MPI, across virtual nodes.
 
-Three implementations of each collective run side by side in one launch,
+Four implementations of each collective run side by side in one launch,
 interleaved block by block (docs/measure.md): pymcoll with the lane algorithms
 (PYMCOLL_<COLL>_ALGORITHM=lanes), pymcoll with one leader per node
 (=leader; for Scatter and Gather, which have no leader variant, that is the
 wrapped communicator's MPI collective; for Alltoall(v) it is the lanes'
-pairwise exchange on lane 0 alone), and mpi4py's collective on the
-same ranks. Every rank is in a virtual node of --node-size ranks, so the
+pairwise exchange on lane 0 alone), pymcoll as it chooses by default (auto:
+what a user gets), and mpi4py's collective on the same ranks. Every rank is in a virtual node of --node-size ranks, so the
 "inter-node" messages are the MPI's own shared-memory transport: the
 timings show the algorithms' structure, not a network's.
 
@@ -39,7 +39,7 @@ import bench_collectives as bc  # noqa: E402  (shares cases and timing)
 from perfutil import launch_self, plotter  # noqa: E402
 
 COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce", "alltoall", "alltoallv")
-IMPLS = ("lanes", "leader", "mpi4py")
+IMPLS = ("lanes", "leader", "auto", "mpi4py")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -139,33 +139,39 @@ def measure(comms: dict[str, Any], world: MPI.Comm, coll: str, size: int, args: 
 def table(records: list[dict[str, Any]], coll: str) -> str:
     rows = [r for r in records if r["coll"] == coll and r["impl"] == "lanes"]
     by = {(r["size"], r["impl"]): r for r in records if r["coll"] == coll}
-    lines = [f"# {bc.METHODS[coll]}  (lanes = multi-object, leader = one leader per node, mpi = mpi4py)",
-             f"# {'Size':>9} {'lanes(us)':>11} {'leader(us)':>11} {'mpi(us)':>11} {'vs_leader':>10} {'vs_mpi':>8}"
-             f" {'#wrong':>7}"]
+    lines = [f"# {bc.METHODS[coll]}  (lanes = multi-object, leader = one leader per node, auto = pymcoll's default "
+             f"choice, mpi = mpi4py)",
+             f"# {'Size':>9} {'lanes(us)':>11} {'leader(us)':>11} {'auto(us)':>11} {'mpi(us)':>11} {'vs_leader':>10} "
+             f"{'vs_mpi':>8} {'auto/mpi':>9} {'#wrong':>7}"]
     for r in rows:
         s = r["size"]
+        auto = by[(s, "auto")]
         lines.append(f"  {s:>9d} {r['median_us']:>11.2f} {by[(s, 'leader')]['median_us']:>11.2f} "
-                     f"{by[(s, 'mpi4py')]['median_us']:>11.2f} {r['vs_leader']:>10.2f} {r['vs_mpi']:>8.2f} "
-                     f"{sum(by[(s, i)]['wrong'] for i in IMPLS):>7d}")
+                     f"{auto['median_us']:>11.2f} {by[(s, 'mpi4py')]['median_us']:>11.2f} {r['vs_leader']:>10.2f} "
+                     f"{r['vs_mpi']:>8.2f} {auto['vs_mpi']:>9.2f} {sum(by[(s, i)]['wrong'] for i in IMPLS):>7d}")
     return "\n".join(lines)
 
 
 @plotter("bench_lanes")
 def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any:
     colls = [c for c in COLLS if any(r["coll"] == c for r in records)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, key, title in ((axes[0], "vs_leader", "lanes / single leader"), (axes[1], "vs_mpi", "lanes / MPI")):
+    panels = [("lanes", "vs_leader", "lanes / single leader (< 1: lanes faster)"),
+              ("lanes", "vs_mpi", "lanes / MPI (< 1: lanes faster)")]
+    if any(r["impl"] == "auto" for r in records):
+        panels.append(("auto", "vs_mpi", "pymcoll's default / MPI (< 1: faster)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), sharey=True)
+    for ax, (impl, key, title) in zip(axes, panels):
         for coll in colls:
-            rows = [r for r in records if r["coll"] == coll and r["impl"] == "lanes"]
+            rows = [r for r in records if r["coll"] == coll and r["impl"] == impl]
             ax.plot([r["size"] for r in rows], [r[key] for r in rows], marker="o", label=bc.METHODS[coll])
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("bytes per rank")
-        ax.set_title(title + " (< 1: lanes faster)")
+        ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("ratio of medians")
-    axes[1].legend(fontsize=8)
+    axes[-1].legend(fontsize=8)
     where = (f"{header['nnodes']} hosts, links {header.get('link_rate') or 'unlimited'}" if header.get("hosts")
              else f"{header['nnodes']} virtual nodes of {header['node_size']}")
     runs = f", median of {header['launches']} launches" if header.get("launches", 1) > 1 else ""
@@ -175,7 +181,7 @@ def plot(plt: Any, records: list[dict[str, Any]], header: dict[str, Any]) -> Any
 
 def run(args: argparse.Namespace) -> int:
     world = MPI.COMM_WORLD.Dup()
-    comms = {"lanes": make_comm(world, node_size(args), "lanes"), "leader": make_comm(world, node_size(args), "leader")}
+    comms = {impl: make_comm(world, node_size(args), impl) for impl in IMPLS if impl != "mpi4py"}
     lay = comms["lanes"].layout
     ident = bc.mpi_identity()
     run_facts = bc.bench.describe_run(comms["lanes"], node_size=node_size(args))
