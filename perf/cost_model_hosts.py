@@ -349,9 +349,9 @@ class HostModel:
         n = N * P
         an, al, bc = self.an, self.al, self.bc
         local = lg(P, 2)
-        if coll == "bcast":
+        if coll == "bcast":  # root to its host's leader (the bench's root is the last rank), leaders, hosts
             rounds = lg(N, 2)
-            return rounds * (an + m * bc) + local * al + self.copies(m), rounds * m
+            return al + rounds * (an + m * bc) + local * al + self.copies(m), rounds * m
         if coll in ("scatter", "gather"):  # binomial tree from the root (the bench's: the last rank)
             B = busiest_link(binomial_scatter(n, n - 1, m), P)
             if coll == "scatter":
