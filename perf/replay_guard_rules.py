@@ -172,6 +172,8 @@ def rule_decayed(half_caps: float = 6, half_min: float = 1024, margin: float = 0
     differences in hit rate over the leader exceeds `margin`; half-life `half_caps` capacities
     (at least `half_min` lookups); at the training a lead of the untrained order goes to the
     shadow furthest ahead of it."""
+    from pymcoll.algorithms.tiered_cache.guard import add_step, best_rival, next_leader
+
     def rule(c: dict) -> list[int]:
         names, hits, sizes = c["names"], c["hits"].astype(np.float64), c["sizes"]
         k, model, trained = len(names), c["names"].index("learned"), first_trained(c)
@@ -179,19 +181,11 @@ def rule_decayed(half_caps: float = 6, half_min: float = 1024, margin: float = 0
         ahead, weight, leader, out = np.zeros((k, k)), 0.0, model, []
         for b in range(len(sizes)):
             if b == trained and leader == model:
-                leader = max((i for i in range(k) if i != model), key=lambda i: (ahead[i, model], -i))
-            if weight > 0:
-                lead = ahead[:, leader] / weight
-                top = int(np.argmax(lead))
-                if lead[top] == lead[model]:
-                    top = model
-                if lead[top] > margin:
-                    leader = top
+                leader = best_rival(ahead, model)
+            leader = next_leader(ahead, weight, leader, model, margin)
             out.append(leader)
-            n, rate = int(sizes[b]), hits[b] / int(sizes[b])
-            fade = 0.5 ** (n / half)
-            ahead = ahead * fade + 0.5 ** (n / (2 * half)) * np.clip(rate[:, None] - rate[None, :], -clip, clip)
-            weight = weight * fade + 0.5 ** (n / (2 * half))
+            n = int(sizes[b])
+            weight = add_step(ahead, weight, hits[b] / n, n, half, clip)
         return out
     return rule
 

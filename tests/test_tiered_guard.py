@@ -297,14 +297,7 @@ def test_victims_are_the_victims_one_at_a_time(name):
         pol.insert(599, ids.size, prefetched=True)  # held unused, past its grace by the time asked
         pol.remove(pol.victim(ids.size, {599}))
     else:
-        pol.reset(80)
-        for t, row in enumerate(ids.tolist()):
-            if row in pol:
-                pol.hit(row, t)
-            else:
-                if len(pol) >= 80:
-                    pol.remove(pol.victim(t))
-                pol.insert(row, t)
+        replay(ids, 80, pol)  # leaves the policy holding what it served
     t = ids.size + 100
     for k in (1, 7, 40, 80, 200):
         pinned: set[int] = set()

@@ -33,6 +33,35 @@ from .native import NativeShadow
 from .policies import LRUPolicy, Policy
 
 
+def add_step(ahead: np.ndarray, weight: float, rate: np.ndarray, n: int, half_life: float, clip: float) -> float:
+    """Add a step of `n` lookups whose hit rates per shadow are `rate` to the decayed comparison:
+    `ahead[a, b]` (changed in place) is the decayed sum of clip(rate_a - rate_b); returns the new
+    sum of the weights. Older steps lose weight by the step's length; this one weighs as of its
+    middle."""
+    fade = 0.5 ** (n / half_life)
+    w = 0.5 ** (n / (2.0 * half_life))
+    ahead *= fade
+    ahead += w * np.clip(rate[:, None] - rate[None, :], -clip, clip)
+    return weight * fade + w
+
+
+def next_leader(ahead: np.ndarray, weight: float, current: int, preferred: int, margin: float) -> int:
+    """The leader after `current`: the shadow furthest ahead of it (on a tie `preferred`) once its
+    decayed mean lead exceeds `margin`, else `current`."""
+    if weight <= 0:
+        return current
+    lead = ahead[:, current] / weight
+    top = int(np.argmax(lead))
+    if lead[top] == lead[preferred]:
+        top = preferred
+    return top if lead[top] > margin else current
+
+
+def best_rival(ahead: np.ndarray, preferred: int) -> int:
+    """The shadow furthest ahead of `preferred` among the others (the first on a tie)."""
+    return max((i for i in range(ahead.shape[0]) if i != preferred), key=lambda i: (float(ahead[i, preferred]), -i))
+
+
 @dataclass
 class ShadowBatch:
     """What a shadow did on one batch: per lookup, a hit or not, and the row evicted (-1: none)."""
@@ -210,16 +239,9 @@ class Guard:
 
     def choose(self) -> str:
         """The leader for the next step, from the steps recorded so far."""
-        if self._weight <= 0:
-            return self.leader
-        current = self.names.index(self.leader)
-        lead = self._ahead[:, current] / self._weight
-        pref = self.names.index(self.preferred)
-        top = int(np.argmax(lead))
-        if lead[top] == lead[pref]:
-            top = pref
-        if lead[top] > self.margin:
-            self.leader = self.names[top]
+        top = next_leader(self._ahead, self._weight, self.names.index(self.leader),
+                          self.names.index(self.preferred), self.margin)
+        self.leader = self.names[top]
         return self.leader
 
     def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
@@ -238,13 +260,7 @@ class Guard:
                           dtype=np.int64)
         if self.trail is not None:
             self.trail.append((t0, n, counts, served_by))  # counts is never changed in place
-        rate = counts / n
-        # Older steps lose weight by the step's length; this one weighs as of its middle.
-        fade = 0.5 ** (n / self.half_life)
-        weight = 0.5 ** (n / (2.0 * self.half_life))
-        self._ahead *= fade
-        self._ahead += weight * np.clip(rate[:, None] - rate[None, :], -self.clip, self.clip)
-        self._weight = self._weight * fade + weight
+        self._weight = add_step(self._ahead, self._weight, counts / n, n, self.half_life, self.clip)
         self.led[served_by] = self.led.get(served_by, 0) + n
 
     def hand_lead_to_best_rival(self) -> None:
@@ -252,6 +268,4 @@ class Guard:
         (the preferred one's record so far did not come from what it is now)."""
         if self.leader != self.preferred or len(self.names) < 2:
             return
-        pref = self.names.index(self.preferred)
-        rivals = [i for i in range(len(self.names)) if i != pref]
-        self.leader = self.names[max(rivals, key=lambda i: (float(self._ahead[i, pref]), -i))]
+        self.leader = self.names[best_rival(self._ahead, self.names.index(self.preferred))]

@@ -178,6 +178,11 @@ class LearnedCachePolicy(LearnedOrder):
             raise ValueError(f"guard_step must be at least 1 lookup, got {guard_step}")
         if guard_half_life is not None and not guard_half_life >= 1:
             raise ValueError(f"guard_half_life must be at least 1 lookup or None, got {guard_half_life}")
+        if not 0.0 <= guard_margin < 1.0:
+            raise ValueError(f"guard_margin must be a lead in hit rate in [0, 1) (0.0025: a quarter point), "
+                             f"got {guard_margin}")
+        if not 0.0 < guard_clip <= 1.0:
+            raise ValueError(f"guard_clip must be a difference in hit rate in (0, 1] (1: no clip), got {guard_clip}")
         super().__init__(horizon, prefetch_age)
         self.n_rows = int(n_rows)
         self.hidden = hidden

@@ -72,8 +72,10 @@ class Policy:
         """The next `k` victims at time `t` in order (at most the rows held, those in `skip` passed
         over), none removed: what inserting k rows would evict."""
         pinned = set(skip) if skip is not _NO_PIN else set()
+        # Rows in `skip` that are not held take no slot: only the held ones can run out.
+        left = len(self) - sum(1 for row in pinned if row in self)
         out: list[int] = []
-        while len(out) < k and len(pinned) < len(self):
+        while len(out) < min(k, left):
             out.append(self.victim(t, pinned))
             pinned.add(out[-1])
         return out
