@@ -342,44 +342,59 @@ class HostModel:
             return self._pairwise(coll, m, 1)
         raise ValueError(coll)
 
-    # MPICH over all N*P ranks (ranks in host order): node-aware compositions for Bcast and
-    # Reduce, recursive doubling / reduce-scatter + allgather / Bruck over all ranks otherwise
+    # MPICH 5.0.2 as the PyPI wheel selects (its built-in selection tables, printed by `strings`
+    # on libmpi.so): node-aware compositions for Bcast, Reduce and Allreduce (the node's part in
+    # shared memory, one step like a node step; the hosts' part among one leader per host), flat
+    # algorithms over all N*P ranks (ranks in host order) for the rest.
     def mpi4py(self, coll: str, m: float, small_max: float) -> tuple[float, float]:
         N, P = self.N, self.P
         n = N * P
-        an, al, bc = self.an, self.al, self.bc
-        local = lg(P, 2)
-        if coll == "bcast":  # root to its host's leader (the bench's root is the last rank), leaders, hosts
+        an, al, ano, bc = self.an, self.al, self.ano, self.bc
+        node_reduce = ano + (P - 1) * m * self.g / min(P, self.cpus)
+        if coll == "bcast":  # fewer than 8 ranks: root to its host's leader, leaders' binomial, hosts
             rounds = lg(N, 2)
-            return al + rounds * (an + m * bc) + local * al + self.copies(m), rounds * m
+            return al + rounds * (an + m * bc) + ano + self.copies(m), rounds * m
         if coll in ("scatter", "gather"):  # binomial tree from the root (the bench's: the last rank)
+            local = lg(P, 2)
             B = busiest_link(binomial_scatter(n, n - 1, m), P)
             if coll == "scatter":
                 return lg(N, 2) * an + local * al + B * bc + self.copies(m) + n * m * self.bsh, B
             # senders go on after an eager send: the root's receives bound a call
             return lg(N, 2) * an + B * bc + n * m * self.bsh, B
-        if coll == "allgather":
+        if coll == "allgather":  # flat: recursive doubling, Bruck or ring by total size
+            local = lg(P, 2)
             B = busiest_link(allgather_schedule(n, m), P)
             remote = lg(n, 2) - local
             return local * al + remote * self.axl + B * bc + self.copies(N * P * m), B
-        pof2 = 1 << (n.bit_length() - 1)
-        if coll == "reduce":  # a binomial tree; senders go on
-            if m >= 8192 and m / 4 >= pof2:  # reduce-scatter + gather: its bytes, as MPICH picks it here
-                B = busiest_link(rabenseifner(n, m, n - 1), P)
-                return local * (al + m * self.g) + (N - 1) * (an + m * self.g) + B * bc, B
-            moved = (N - 1) * m
-            return local * (al + m * self.g) + (N - 1) * (an + m * self.g) + moved * bc, moved
-        if coll == "allreduce":
-            fold = 2 * al if pof2 < n else 0.0  # ranks past a power of two fold in and out
-            rounds_local, rounds_remote = lg(P, 2) if pof2 == n else 1, lg(pof2, 2) - (lg(P, 2) if pof2 == n else 1)
-            per_round = (rounds_local * al + rounds_remote * self.axl)
-            if m / 4 < pof2:  # too few elements to split: recursive doubling
-                return fold + per_round + m * self.g * lg(pof2, 2), m
-            B = busiest_link(rabenseifner(n, m, None), P)  # reduce-scatter, then allgather
-            return fold + 2 * per_round + B * bc + m * self.g, B
+        pof2 = 1 << (N.bit_length() - 1)  # among the hosts' leaders
+        fold = 2 * an if pof2 < N else 0.0  # leaders past a power of two fold in and out
+        if coll == "reduce":
+            if m <= 2048:  # the other hosts reduce to their leaders, the leaders' binomial tree to the
+                # root's host (its leader adds its own input), then that host's ranks to the root
+                moved = lg(N, 2) * m
+                return 2 * node_reduce + lg(N, 2) * (an + m * self.g) + moved * bc, moved
+            # every host reduces to its leader, the leaders to the first host's leader, which then
+            # sends the result to the root (the bench's root is on the last host)
+            if m / 4 < pof2:
+                msgs = [(h, 0, m) for h in range(1, N)]
+                inter = lg(N, 2) * (an + m * self.g)
+            else:  # reduce-scatter + gather among the leaders
+                msgs = rabenseifner(N, m, 0)
+                inter = fold + 2 * lg(pof2, 2) * an + m * self.g
+            msgs = msgs + [(0, N - 1, m)]
+            B = busiest_link(msgs, 1)
+            return node_reduce + inter + an + B * bc, B
+        if coll == "allreduce":  # the hosts' partials, the leaders' Allreduce, each host's Bcast
+            if m <= 8 or m / 4 < pof2:  # recursive doubling among the leaders
+                B = m * (lg(pof2, 2) + (1 if pof2 < N else 0))
+                inter = fold + lg(pof2, 2) * (self.ax1 + m * self.g) + B * bc
+            else:  # reduce-scatter + allgather among the leaders
+                B = busiest_link(rabenseifner(N, m, None), 1)
+                inter = fold + 2 * lg(pof2, 2) * self.ax1 + B * bc + m * self.g
+            return node_reduce + inter + ano + self.copies(m), B
         if coll in ("alltoall", "alltoallv"):
             moved = (N - 1) * P * P * m
-            if m <= 256 and coll == "alltoall":  # Bruck: lg n rounds, most of them across hosts
+            if n >= 8 and m <= 256 and coll == "alltoall":  # Bruck: lg n rounds, most across hosts
                 return lg(n, 2) * self.axl + moved * bc + self.copies(2 * n * m), moved
             # every block its own message, posted at once: each rank's remote ones in turn
             return (N - 1) * P * self.axl / 2 + (P - 1) * al + moved * bc + self.copies(n * m), moved
