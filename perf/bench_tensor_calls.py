@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Per-call time of small collectives on torch CPU tensors and numpy arrays, pymcoll beside mpi4py.
+"""Per-call time of small collectives on torch CPU tensors, numpy arrays and mpi4py's buffer specs
+([array, MPI.FLOAT], made anew for every call as application code does), pymcoll beside mpi4py.
 
 mpi4py hands a torch tensor to MPI through DLPack; pymcoll takes contiguous CPU tensors through a
-numpy view, or (Allreduce) straight from their data pointers. Each cell is the median over
---blocks blocks of --iters calls on the same buffers, the four variants interleaved block by
-block in one launch (docs/measure.md), OSU-style: a barrier before each block, none inside.
+numpy view, or (Allreduce) straight from their data pointers, and a spec whose datatype is the
+array's own element type as the bare array. Each cell is the median over --blocks blocks of
+--iters calls on the same buffers, the six variants interleaved block by block in one launch
+(docs/measure.md), OSU-style: a barrier before each block, none inside.
 
     python perf/bench_tensor_calls.py [--np 2] [--colls allreduce,bcast,allgather] [--sizes 8,256,4096]
 
@@ -23,7 +25,7 @@ from typing import Any
 from perfutil import add_launch_options, plotter, require_known, run_record, worker_or_launch, write_results
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = ("pymcoll torch", "mpi4py torch", "pymcoll numpy", "mpi4py numpy")
+VARIANTS = ("pymcoll torch", "mpi4py torch", "pymcoll numpy", "mpi4py numpy", "pymcoll spec", "mpi4py spec")
 
 
 def call(comm: Any, coll: str, a: Any, b: Any) -> None:
@@ -33,6 +35,16 @@ def call(comm: Any, coll: str, a: Any, b: Any) -> None:
         comm.Bcast(a, root=0)
     else:
         comm.Allgather(a, b)
+
+
+def call_spec(comm: Any, coll: str, a: Any, b: Any, dt: Any) -> None:
+    """The same call with [buffer, datatype] specs, made anew each call as application code does."""
+    if coll == "allreduce":
+        comm.Allreduce([a, dt], [b, dt])
+    elif coll == "bcast":
+        comm.Bcast([a, dt], root=0)
+    else:
+        comm.Allgather([a, dt], [b, dt])
 
 
 def worker(a: argparse.Namespace) -> None:
@@ -58,11 +70,15 @@ def worker(a: argparse.Namespace) -> None:
                 for v in VARIANTS:
                     who, kind = v.split()
                     comm = ours if who == "pymcoll" else theirs
-                    x, y = bufs[kind]
+                    x, y = bufs["numpy" if kind == "spec" else kind]
                     world.Barrier()
                     t = time.perf_counter()
-                    for _ in range(a.iters):
-                        call(comm, coll, x, y)
+                    if kind == "spec":
+                        for _ in range(a.iters):
+                            call_spec(comm, coll, x, y, MPI.FLOAT)
+                    else:
+                        for _ in range(a.iters):
+                            call(comm, coll, x, y)
                     dt = (time.perf_counter() - t) / a.iters
                     if block:  # the first block warms up
                         times[v].append(dt)

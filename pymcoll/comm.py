@@ -27,6 +27,9 @@ _modules = sys.modules
 _from_buffer = ffi.from_buffer
 _cast_void = lambda address: ffi.cast("void *", address)  # noqa: E731 - one call in a hot path
 _IN_PLACE = MPI.IN_PLACE
+_Datatype = MPI.Datatype
+_SPECS = (list, tuple)
+_DT_CODES: dict[int, int] = {}  # element code of each predefined MPI datatype seen, by handle
 _pmc_barrier = lib.pmc_barrier
 _pmc_bcast = lib.pmc_bcast
 _pmc_allgather = lib.pmc_allgather
@@ -57,17 +60,21 @@ def _elem_of_dtype(dtype: Any) -> Optional[int]:
 
 
 def _host_array(obj: Any) -> Any:
-    """A numpy view (the same memory) of a CPU torch tensor that the fast paths can take, else `obj`.
+    """A numpy view (the same memory) of a CPU torch tensor that the fast paths can take, the array of
+    a spec ``[array, datatype]`` naming the array's own element type, else `obj`.
 
     torch's own bindings make the general path's checks of a tensor cost tens of microseconds a call;
     the view costs one. Left to the general path: tensors off the CPU, requiring grad, of bfloat16
     (numpy has none), not contiguous, or that numpy cannot view. The view is made anew every call and the last-call
     caches keep the view, not the tensor: a tensor can be given new memory in place (``resize_``,
     ``set_``), an array cannot."""
-    if type(obj) is _ndarray:
+    t = type(obj)
+    if t is _ndarray:
         return obj
+    if t is list or t is tuple:
+        return _typed_array(obj)
     torch = _modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor:
+    if torch is None or t is not torch.Tensor:
         return obj
     if not obj.is_cpu or obj.requires_grad or obj.dtype is torch.bfloat16 or not obj.is_contiguous():
         return obj  # the general path takes it (and names a tensor's own mistakes)
@@ -75,6 +82,28 @@ def _host_array(obj: Any) -> Any:
         return obj.numpy()
     except (RuntimeError, TypeError):  # conjugate or negative views, and other kinds numpy cannot see
         return obj
+
+
+def _typed_array(spec: Any) -> Any:
+    """The array of ``[array, datatype]`` when the datatype is a predefined MPI type of the array's own
+    elements (mpi4py's usual spelling of the bare array: the same message), else `spec`, which the
+    general path then reads by mpi4py's rules."""
+    if len(spec) != 2:
+        return spec
+    arr, datatype = spec
+    if type(arr) is not _ndarray:
+        arr = _host_array(arr)
+        if type(arr) is not _ndarray:
+            return spec
+    if not isinstance(datatype, _Datatype):
+        return spec
+    code = _DT_CODES.get(datatype.handle)
+    if code is None:
+        code = elements.code_of_datatype(datatype)
+        if code is None:
+            return spec
+        _DT_CODES[datatype.handle] = code  # predefined types only: their handles never change
+    return arr if code == _elem_of_dtype(arr.dtype) else spec
 
 
 def _snap(value: Any) -> Any:
@@ -584,6 +613,8 @@ class Comm:
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
+        if type(buf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            buf = _typed_array(buf)
         last = self._last_bcast
         if buf is last[0] and root == last[1]:
             rc = _pmc_bcast(self._handle, last[2], last[3], root)
@@ -610,6 +641,10 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
         """
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_allgather
         if sendbuf is last[0] and recvbuf is last[1]:
             rc = _pmc_allgather(self._handle, last[2], last[3], last[4])
@@ -643,6 +678,10 @@ class Comm:
         result is the same bits on every rank. A user-defined op runs in the
         wrapped MPI communicator.
         """
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_allreduce
         if sendbuf is last[0] and recvbuf is last[1] and op is last[2] and recvbuf.dtype is last[3]:
             rc = _pmc_allreduce(self._handle, last[4], last[5], last[6], last[7], last[8])
@@ -717,6 +756,10 @@ class Comm:
                         root: Optional[int] = None, receives: bool = True) -> bool:
         """Numpy arrays of one predefined type and a predefined op straight to
         the core; False when the general path must take the call."""
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_reduction.get(fn, _EMPTY)
         if (sendbuf is last[0] and recvbuf is last[1] and op is last[2] and root == last[3]
                 and (sendbuf if recvbuf is None else recvbuf).dtype is last[4]):
@@ -765,6 +808,10 @@ class Comm:
         `recvbuf` matters only at the root; the root may pass
         ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
         """
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_gather
         if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
             rc = _pmc_gather(self._handle, last[3], last[4], last[5], root)
@@ -813,6 +860,10 @@ class Comm:
         `sendbuf` matters only at the root, which may pass
         ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
         """
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_scatter
         if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
             rc = _pmc_scatter(self._handle, last[3], last[4], last[5], root)
@@ -866,6 +917,10 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
         """
+        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+            sendbuf = _typed_array(sendbuf)
+        if type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         last = self._last_alltoall
         if sendbuf is last[0] and recvbuf is last[1]:
             rc = _pmc_alltoall(self._handle, last[2], last[3], last[4])

@@ -30,8 +30,18 @@ OPS: list[tuple[MPI.Op, int, str]] = [
 ]
 
 
+_by_dtype: dict[Any, Optional[int]] = {}
+
+
 def code_of_numpy(dtype: np.dtype) -> Optional[int]:
     """Core code of a numpy dtype, or None (structured, object, non-native byte order)."""
+    code = _by_dtype.get(dtype, -1)
+    if code == -1:
+        code = _by_dtype[dtype] = _code_of_numpy(dtype)
+    return code
+
+
+def _code_of_numpy(dtype: np.dtype) -> Optional[int]:
     if not dtype.isnative or dtype.fields is not None or dtype.subdtype is not None:
         return None
     if dtype == np.dtype(np.longdouble) and dtype.itemsize > 8:

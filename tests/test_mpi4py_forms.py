@@ -2,7 +2,8 @@
 with the same calls on plain MPI.COMM_WORLD (mpi_programs/mpi4py_forms.py):
 v-specs with integer counts and strides, the tuple-vs-list rule, None as
 MPI.IN_PLACE or as an ignored argument, Reduce_scatter without recvcounts,
-typecode strings and the 2-4 item rule, device buffers run in the wrapped
+typecode strings and the 2-4 item rule, [array, its own datatype] on the
+arrays' fast paths (and a datatype that is not the array's own), device buffers run in the wrapped
 communicator, DLPack producers written with ctypes, argument errors, a
 tuple and then a list on the same arrays (the remembered-call cache must
 tell them apart), and an argument error kept in a reference cycle (the
@@ -19,7 +20,8 @@ from conftest import run_mpi
 CHECKS = [
     "allgatherv-strides", "alltoallv-strides", "gatherv-strides-root0", "gatherv-strides-rootlast",
     "scatterv-strides", "tuple-vs-list", "tuple-list-reuse", "none-forms", "reduce-scatter-counts",
-    "typecodes-and-items", "device-buffers", "dlpack-producers", "argument-errors", "error-kept-in-cycle",
+    "typecodes-and-items", "typed-specs", "device-buffers", "dlpack-producers", "argument-errors",
+    "error-kept-in-cycle",
 ]
 
 

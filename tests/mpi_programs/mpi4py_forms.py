@@ -774,6 +774,86 @@ def check_typecodes_and_items(ck: Checker) -> None:
                   lambda comm: comm.Allreduce([np.ones(2), "zz"], [np.zeros(2), "zz"], MPI.SUM), works)
 
 
+def check_typed_specs(ck: Checker) -> None:
+    """[array, its own datatype] as the bare array (the fast paths take it), twice on the same
+    arrays; a datatype that is not the array's own follows its spec, also right after the same
+    arrays went the fast way."""
+    n, r = ck.n, ck.r
+    root = n - 1
+    F = MPI.FLOAT
+
+    def bcast(comm: Any) -> np.ndarray:
+        b = ar(4, 10) if r == root else filled(4)
+        for _ in range(2):
+            comm.Bcast([b, INT], root=root)
+        return b
+
+    ck.same_result("Bcast([b, INT]) twice", bcast, ar(4, 10))
+
+    def fast_path_taken() -> Optional[str]:
+        b = ar(4, 10) if r == root else filled(4)
+        ck.comm.Bcast([b, INT], root=root)
+        return None if ck.comm._last_bcast[0] is b else "Bcast([b, INT]) did not take the array's fast path"
+
+    ck.unit("Bcast([b, INT]) takes the array's fast path", fast_path_taken)
+
+    def allgather(comm: Any) -> np.ndarray:
+        rb = filled(2 * n)
+        for _ in range(2):
+            comm.Allgather((ar(2, 100 * r), INT), [rb, INT])
+        return rb
+
+    ck.same_result("Allgather((sb, INT), [rb, INT]) twice", allgather,
+                   np.concatenate([ar(2, 100 * i) for i in range(n)]))
+
+    def floats() -> np.ndarray:
+        return np.array([1.5, 2.25, -0.75], np.float32) * (r + 1)
+
+    def allreduce(comm: Any) -> np.ndarray:
+        rb = np.zeros(3, np.float32)
+        for _ in range(2):
+            comm.Allreduce([floats(), F], [rb, F], MPI.SUM)
+        return rb
+
+    ck.same_result("Allreduce([sb, FLOAT], [rb, FLOAT]) twice", allreduce, None)
+
+    def allreduce_retyped(comm: Any) -> np.ndarray:
+        # The same int32 arrays first as INT (fast path), then read as FLOAT: the second call sums floats.
+        sb, rb = floats().view(np.int32), filled(3)
+        comm.Allreduce([sb, INT], [rb, INT], MPI.SUM)
+        comm.Allreduce([sb, F], [rb, F], MPI.SUM)
+        return rb
+
+    ck.same_result("Allreduce([sb, INT], [rb, INT]) then the same arrays as FLOAT", allreduce_retyped, None)
+
+    def reduce_scan(comm: Any) -> np.ndarray:
+        rb, sc = np.zeros(3, np.float32), np.zeros(3, np.float32)
+        comm.Reduce([floats(), F], [rb, F] if r == root else None, MPI.MAX, root=root)
+        comm.Scan([floats(), F], [sc, F], MPI.SUM)
+        return np.concatenate([rb, sc])
+
+    ck.same_result("Reduce and Scan of [sb, FLOAT]", reduce_scan, None)
+
+    def rooted(comm: Any) -> np.ndarray:
+        g = filled(2 * n)
+        comm.Gather([ar(2, 10 * r), INT], [g, INT] if r == root else None, root=root)
+        s = filled(2)
+        comm.Scatter([ar(2 * n, 7), INT] if r == root else None, [s, INT], root=root)
+        a = filled(n)
+        comm.Alltoall([ar(n, 10 * r), INT], [a, INT])
+        return np.concatenate([g, s, a])
+
+    ck.same_result("Gather, Scatter and Alltoall of [b, INT]", rooted, None)
+
+    def bytes_as_int(comm: Any) -> np.ndarray:
+        # A float32 array moved as INT: the bytes travel as they are (the general path reads the spec).
+        b = np.arange(4, dtype=np.float32) + 0.5 if r == root else np.zeros(4, np.float32)
+        comm.Bcast([b, INT], root=root)
+        return b.view(np.int32)
+
+    ck.same_result("Bcast([float32 b, INT])", bytes_as_int, (np.arange(4, dtype=np.float32) + 0.5).view(np.int32))
+
+
 # -- 6. device memory runs in the wrapped communicator ----------------------------------
 def check_device_buffers(ck: Checker) -> None:
     """Device memory: the call runs in the wrapped communicator, with the arguments as given."""
@@ -1031,6 +1111,7 @@ CHECKS: dict[str, Callable[[Checker], None]] = {
     "none-forms": check_none_forms,
     "reduce-scatter-counts": check_reduce_scatter_counts,
     "typecodes-and-items": check_typecodes_and_items,
+    "typed-specs": check_typed_specs,
     "device-buffers": check_device_buffers,
     "dlpack-producers": check_dlpack_producers,
     "argument-errors": check_argument_errors,
