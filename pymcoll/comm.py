@@ -420,6 +420,15 @@ class Comm:
             return _NO_QUICK
         return (vspec, plain, root, vdesc, pdesc, call.args, None if vdesc is None else vspec[0].dtype)
 
+    def _general(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
+                 prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
+        """A call the fast paths did not take (a spec with a count, a displacement, a typecode or
+        another datatype; a derived datatype): the last such call's prepared arguments again when
+        its specs and `extra` (root, id of the op: the kept arguments hold the op) are unchanged,
+        else prepared from the specs (a few microseconds of Python) and kept."""
+        if not self._recall(name, sendbuf, recvbuf, extra):
+            self._prepare_and_run(name, sendbuf, recvbuf, extra, prepare, *args)
+
     def _prepare_and_run(self, name: str, sendbuf: Any, recvbuf: Any, extra: Any,
                          prepare: Callable[..., arguments.PreparedCall], *args: Any) -> None:
         """Prepare a call from its specs, run it, and keep it for `_recall`
@@ -634,7 +643,7 @@ class Comm:
                     self._check(rc, "Bcast")
                 self._last_bcast = (buf, root, p, len(p))
                 return
-        self._run(arguments.prepare_bcast(self, buf, root))
+        self._general("Bcast", buf, None, root, arguments.prepare_bcast, buf, root)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
@@ -669,7 +678,7 @@ class Comm:
                         self._check(rc, "Allgather")
                     self._last_allgather = (sendbuf, recvbuf, sp, rp, block)
                     return
-        self._run(arguments.prepare_allgather(self, sendbuf, recvbuf))
+        self._general("Allgather", sendbuf, recvbuf, None, arguments.prepare_allgather, sendbuf, recvbuf)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Combine every rank's `sendbuf` with `op`; every rank gets the result in `recvbuf`.
@@ -712,7 +721,7 @@ class Comm:
                         self._reduction_error(rc, "Allreduce", code, opc)
                     self._last_allreduce = (sendbuf, recvbuf, op, recvbuf.dtype, sp, rp, recvbuf.size, code, opc)
                     return
-        self._run(arguments.prepare_allreduce(self, sendbuf, recvbuf, op))
+        self._general("Allreduce", sendbuf, recvbuf, id(op), arguments.prepare_allreduce, sendbuf, recvbuf, op)
 
     def _tensor_allreduce(self, sendbuf: Any, recvbuf: Any, op: Any) -> bool:
         """Allreduce of contiguous CPU torch tensors straight from their data pointers (a gradient
@@ -750,7 +759,7 @@ class Comm:
             if self._fast_reduction(_pmc_reduce, sendbuf, recvbuf if at_root else None, op, 1, root,
                                     receives=at_root):
                 return
-        self._run(arguments.prepare_reduce(self, sendbuf, recvbuf, op, root))
+        self._general("Reduce", sendbuf, recvbuf, (id(op), root), arguments.prepare_reduce, sendbuf, recvbuf, op, root)
 
     def _fast_reduction(self, fn: Any, sendbuf: Any, recvbuf: Any, op: Any, in_blocks: int,
                         root: Optional[int] = None, receives: bool = True) -> bool:
@@ -831,7 +840,7 @@ class Comm:
                         self._check(rc, "Gather")
                     self._last_gather = (sendbuf, recvbuf, root, sp, rp, block)
                     return
-        self._run(arguments.prepare_gather(self, sendbuf, recvbuf, root))
+        self._general("Gather", sendbuf, recvbuf, root, arguments.prepare_gather, sendbuf, recvbuf, root)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Gather blocks of different sizes: at the root `recvbuf` is
@@ -883,7 +892,7 @@ class Comm:
                         self._check(rc, "Scatter")
                     self._last_scatter = (sendbuf, recvbuf, root, sp, rp, block)
                     return
-        self._run(arguments.prepare_scatter(self, sendbuf, recvbuf, root))
+        self._general("Scatter", sendbuf, recvbuf, root, arguments.prepare_scatter, sendbuf, recvbuf, root)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Scatter blocks of different sizes: at the root `sendbuf` is
@@ -936,7 +945,7 @@ class Comm:
                 self._check(rc, "Alltoall")
             self._last_alltoall = (sendbuf, recvbuf, sp, rp, len(rp) // self._size)
             return
-        self._run(arguments.prepare_alltoall(self, sendbuf, recvbuf))
+        self._general("Alltoall", sendbuf, recvbuf, None, arguments.prepare_alltoall, sendbuf, recvbuf)
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: N802 - mpi4py name
         """Alltoall with per-rank counts and displacements on both sides:
@@ -953,7 +962,8 @@ class Comm:
         if sendbuf is not _IN_PLACE and self._fast_reduction(_pmc_reduce_scatter_block, sendbuf, recvbuf, op,
                                                                 self._size):
             return
-        self._run(arguments.prepare_reduce_scatter_block(self, sendbuf, recvbuf, op))
+        self._general("Reduce_scatter_block", sendbuf, recvbuf, id(op), arguments.prepare_reduce_scatter_block,
+                      sendbuf, recvbuf, op)
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,  # noqa: N802
                        op: Any = MPI.SUM) -> None:
@@ -971,13 +981,13 @@ class Comm:
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Inclusive prefix reduction: rank i gets the combination of ranks 0..i."""
         if not self._fast_reduction(_pmc_scan, sendbuf, recvbuf, op, 1):
-            self._run(arguments.prepare_scan(self, sendbuf, recvbuf, op))
+            self._general("Scan", sendbuf, recvbuf, id(op), arguments.prepare_scan, sendbuf, recvbuf, op)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:  # noqa: N802 - mpi4py name
         """Exclusive prefix reduction: rank i > 0 gets the combination of ranks 0..i-1;
         rank 0's `recvbuf` is left as it was."""
         if recvbuf is None or not self._fast_reduction(_pmc_exscan, sendbuf, recvbuf, op, 1):
-            self._run(arguments.prepare_exscan(self, sendbuf, recvbuf, op))
+            self._general("Exscan", sendbuf, recvbuf, id(op), arguments.prepare_exscan, sendbuf, recvbuf, op)
 
     def _reduction_error(self, rc: int, what: str, elem: int, opc: int) -> None:
         if rc == lib.PMC_ERR_ARG and not lib.pmc_op_valid(elem, opc):

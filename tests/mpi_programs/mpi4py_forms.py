@@ -777,7 +777,8 @@ def check_typecodes_and_items(ck: Checker) -> None:
 def check_typed_specs(ck: Checker) -> None:
     """[array, its own datatype] as the bare array (the fast paths take it), twice on the same
     arrays; a datatype that is not the array's own follows its spec, also right after the same
-    arrays went the fast way."""
+    arrays went the fast way; the general path's kept arguments give way to a changed count, a
+    changed op."""
     n, r = ck.n, ck.r
     root = n - 1
     F = MPI.FLOAT
@@ -852,6 +853,35 @@ def check_typed_specs(ck: Checker) -> None:
         return b.view(np.int32)
 
     ck.same_result("Bcast([float32 b, INT])", bytes_as_int, (np.arange(4, dtype=np.float32) + 0.5).view(np.int32))
+
+    # Specs the fast paths leave to the general path reuse its prepared arguments only while
+    # nothing in them changed: a count changed in the same list, or a new count, is read anew.
+    def counts_changed(comm: Any) -> np.ndarray:
+        b = ar(6, 10) if r == root else filled(6)
+        spec = [b, 2, INT]
+        comm.Bcast(spec, root=root)
+        spec[1] = 3
+        comm.Bcast(spec, root=root)
+        out = b.copy()
+        comm.Bcast([b, 5, INT], root=root)
+        return np.concatenate([out, b])
+
+    first3 = ar(6, 10) if r == root else np.array([10, 11, 12, -1, -1, -1], np.int32)
+    five = ar(6, 10) if r == root else np.array([10, 11, 12, 13, 14, -1], np.int32)
+    ck.same_result("Bcast([b, 2, INT]), the count set to 3 in the same list, then [b, 5, INT]", counts_changed,
+                   np.concatenate([first3, five]))
+
+    def reduce_counts(comm: Any) -> np.ndarray:
+        sb, rb = ar(4, r), filled(4)
+        for count in (1, 1, 3, 3, 2):
+            comm.Allreduce([sb, count, INT], [rb, count, INT], MPI.SUM)
+        comm.Allreduce([sb, "i"], [rb, "i"], MPI.MAX)
+        out = rb.copy()
+        comm.Allreduce([sb, "i"], [rb, "i"], MPI.SUM)  # the same specs, another op
+        return np.concatenate([out, rb])
+
+    ck.same_result("Allreduce with counts 1, 1, 3, 3, 2, then typecode specs with MAX and SUM", reduce_counts,
+                   np.concatenate([ar(4, n - 1), n * ar(4) + n * (n - 1) // 2]))
 
 
 # -- 6. device memory runs in the wrapped communicator ----------------------------------
