@@ -29,7 +29,6 @@ _cast_void = lambda address: ffi.cast("void *", address)  # noqa: E731 - one cal
 _IN_PLACE = MPI.IN_PLACE
 _Datatype = MPI.Datatype
 _SPECS = (list, tuple)
-_DT_CODES: dict[int, int] = {}  # element code of each predefined MPI datatype seen, by handle
 _pmc_barrier = lib.pmc_barrier
 _pmc_bcast = lib.pmc_bcast
 _pmc_allgather = lib.pmc_allgather
@@ -49,32 +48,22 @@ _OP_CODES = {op.handle: code for op, code, _ in elements.OPS}
 # collective on the same arrays skips the buffer checks after the first call.
 _NONE = object()
 _EMPTY = (_NONE,) * 10
-_ELEM_CACHE: dict[Any, Optional[int]] = {}
-
-
-def _elem_of_dtype(dtype: Any) -> Optional[int]:
-    code = _ELEM_CACHE.get(dtype, -1)
-    if code == -1:
-        code = _ELEM_CACHE[dtype] = elements.code_of_numpy(dtype)
-    return code
+_elem_of_dtype = elements.code_of_numpy  # cached per dtype there
+_code_of_datatype = elements.code_of_datatype
 
 
 def _host_array(obj: Any) -> Any:
-    """A numpy view (the same memory) of a CPU torch tensor that the fast paths can take, the array of
-    a spec ``[array, datatype]`` naming the array's own element type, else `obj`.
+    """A numpy view (the same memory) of a CPU torch tensor that the fast paths can take, else `obj`.
 
     torch's own bindings make the general path's checks of a tensor cost tens of microseconds a call;
     the view costs one. Left to the general path: tensors off the CPU, requiring grad, of bfloat16
     (numpy has none), not contiguous, or that numpy cannot view. The view is made anew every call and the last-call
     caches keep the view, not the tensor: a tensor can be given new memory in place (``resize_``,
     ``set_``), an array cannot."""
-    t = type(obj)
-    if t is _ndarray:
+    if type(obj) is _ndarray:
         return obj
-    if t is list or t is tuple:
-        return _typed_array(obj)
     torch = _modules.get("torch")
-    if torch is None or t is not torch.Tensor:
+    if torch is None or type(obj) is not torch.Tensor:
         return obj
     if not obj.is_cpu or obj.requires_grad or obj.dtype is torch.bfloat16 or not obj.is_contiguous():
         return obj  # the general path takes it (and names a tensor's own mistakes)
@@ -97,13 +86,8 @@ def _typed_array(spec: Any) -> Any:
             return spec
     if not isinstance(datatype, _Datatype):
         return spec
-    code = _DT_CODES.get(datatype.handle)
-    if code is None:
-        code = elements.code_of_datatype(datatype)
-        if code is None:
-            return spec
-        _DT_CODES[datatype.handle] = code  # predefined types only: their handles never change
-    return arr if code == _elem_of_dtype(arr.dtype) else spec
+    code = _code_of_datatype(datatype)
+    return arr if code is not None and code == _elem_of_dtype(arr.dtype) else spec
 
 
 def _snap(value: Any) -> Any:
@@ -622,7 +606,7 @@ class Comm:
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
-        if type(buf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(buf) in _SPECS:  # [array, its own datatype] takes the array's fast path and cache
             buf = _typed_array(buf)
         last = self._last_bcast
         if buf is last[0] and root == last[1]:
@@ -650,7 +634,7 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
@@ -687,7 +671,7 @@ class Comm:
         result is the same bits on every rank. A user-defined op runs in the
         wrapped MPI communicator.
         """
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
@@ -765,7 +749,7 @@ class Comm:
                         root: Optional[int] = None, receives: bool = True) -> bool:
         """Numpy arrays of one predefined type and a predefined op straight to
         the core; False when the general path must take the call."""
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
@@ -817,7 +801,7 @@ class Comm:
         `recvbuf` matters only at the root; the root may pass
         ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
@@ -869,7 +853,7 @@ class Comm:
         `sendbuf` matters only at the root, which may pass
         ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
         """
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
@@ -926,7 +910,7 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # [array, its own datatype]: the array's fast path and cache
+        if type(sendbuf) in _SPECS:  # see _typed_array
             sendbuf = _typed_array(sendbuf)
         if type(recvbuf) in _SPECS:
             recvbuf = _typed_array(recvbuf)
