@@ -26,6 +26,15 @@ int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t tar
     return rc;
 }
 
+int pmc_op_wait_acked(pmc_op *op, const int *peers, int npeers, uint64_t target)
+{
+    pmc_node *n = &op->c->node_ctx;
+    if (pmc_node_known_acked(n, target)) return PMC_OK;
+    const int rc = pmc_op_wait(op, PMC_FLAG_ACK, peers, npeers, target);
+    if (rc == PMC_OK && npeers == n->local_size - 1) pmc_node_read_acked(n);
+    return rc;
+}
+
 /* Polls before a blocking MPI completion starts yielding the CPU (at once
  * when the host is oversubscribed). It never sleeps: MPI moves large
  * messages only while it is called. */

@@ -93,6 +93,11 @@ typedef struct pmc_request pmc_op;
 
 /* Flag waits and MPI steps of an op: block or poll by op->blocking. */
 int pmc_op_wait(pmc_op *op, int kind, const int *peers, int npeers, uint64_t target);
+/* pmc_op_wait for acknowledgements, first against the least acknowledgement of
+ * the other local ranks last read (no flag read when it covers target: a flag
+ * another core writes on every call costs a cache miss to look at); a wait on
+ * every other rank refreshes that value. */
+int pmc_op_wait_acked(pmc_op *op, const int *peers, int npeers, uint64_t target);
 /* Completes op->mreq (started by the caller). */
 int pmc_op_mpi(pmc_op *op, const char *call);
 /* Completes count MPI requests: blocks or polls by op->blocking, with the

@@ -64,7 +64,7 @@ int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *
         /* Cells advance one per round (two steps) from the layout's start;
          * every rank read this cell's previous inputs and result. */
         f->aux = f->base + 2 * f->k + 1; /* s_in */
-        PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, cell_free_step(f->aux + 1, ncells, f->lstep)));
+        PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, L - 1, cell_free_step(f->aux + 1, ncells, f->lstep)));
         {
             const uint64_t first = f->k * per_chunk, m = count - first < per_chunk ? count - first : per_chunk;
             const uint64_t cell_off = (((f->aux + 1 - f->lstep) / 2 - 1) % ncells) * cell;

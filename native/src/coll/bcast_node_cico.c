@@ -43,13 +43,7 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
             /* The cell is free once every rank finished reading its previous
              * use (any rank may have read it, whoever was root then). */
             f->aux = pmc_cell_free_step(f->base + f->k + 1, ncells, f->lstep);
-            if (!pmc_node_known_acked(n, f->aux)) {
-                pmc_node_read_acked(n);
-                if (!pmc_node_known_acked(n, f->aux)) {
-                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->aux));
-                    pmc_node_read_acked(n);
-                }
-            }
+            PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, n->local_size - 1, f->aux));
         } else {
             PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, &root, 1, f->base + f->k + 1));
         }

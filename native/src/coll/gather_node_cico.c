@@ -50,11 +50,9 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
             /* The cell's last write was in an earlier collective, read by
              * any rank, or in this one, read by this collective's readers. */
             if (pmc_step_geq(f->base, n->cell_last[CELL(f->base + f->k + 1)])) {
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
-                                         n->cell_last[CELL(f->base + f->k + 1)]));
+                PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, L - 1, n->cell_last[CELL(f->base + f->k + 1)]));
             } else {
-                PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, readers, nreaders,
-                                         n->cell_last[CELL(f->base + f->k + 1)]));
+                PMC_AWAIT(f, pmc_op_wait_acked(op, readers, nreaders, n->cell_last[CELL(f->base + f->k + 1)]));
             }
             {
                 const uint64_t s = f->base + f->k + 1, off = f->k * cell;

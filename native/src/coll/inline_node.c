@@ -15,7 +15,7 @@ int pmc_inline_publish(pmc_op *op, pmc_frame *f, const void *src, uint64_t bytes
 {
     pmc_node *n = &op->c->node_ctx;
     PMC_CO_BEGIN(f);
-    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->aux - PMC_INLINE_SLOTS));
+    PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, n->local_size - 1, f->aux - PMC_INLINE_SLOTS));
     {
         pmc_flag *line = pmc_inline_line(n, n->local_rank, f->aux);
         if (bytes > 0) memcpy(pmc_inline_payload(line), src, bytes);

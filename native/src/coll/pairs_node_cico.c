@@ -75,11 +75,9 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                  * write is tracked per cell over all sub-regions: a later
                  * step than this pair's own, so waiting for it is safe. */
                 if (pmc_step_geq(f->base, n->cell_last[CELL(f->base + f->k + 1)])) {
-                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1,
-                                             n->cell_last[CELL(f->base + f->k + 1)]));
+                    PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, L - 1, n->cell_last[CELL(f->base + f->k + 1)]));
                 } else {
-                    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, &n->others[f->j], 1,
-                                             n->cell_last[CELL(f->base + f->k + 1)]));
+                    PMC_AWAIT(f, pmc_op_wait_acked(op, &n->others[f->j], 1, n->cell_last[CELL(f->base + f->k + 1)]));
                 }
                 {
                     const int to = n->others[f->j];

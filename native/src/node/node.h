@@ -85,6 +85,7 @@ typedef struct pmc_node {
      * call costs a cache miss). Unset until the first read and at every
      * change of layout, so that steps may start anywhere, 2^64 included. */
     uint64_t others_acked;
+    uint64_t others_acked_at; /* this rank's step when others_acked was read */
     int others_acked_read;
     pmc_wait_info wait;     /* the wait in progress, for trace dumps */
     int signal_peers;       /* on a timeout, SIGUSR1 the local ranks that did not arrive */
@@ -143,13 +144,17 @@ static inline void pmc_node_read_acked(pmc_node *n)
         if (!pmc_step_geq(v, least)) least = v;
     }
     n->others_acked = least;
+    n->others_acked_at = n->step;
     n->others_acked_read = 1;
 }
 
-/* Whether every other local rank is known to have acknowledged step s (no flag read). */
+/* Whether every other local rank is known to have acknowledged step s (no flag read).
+ * A value read 2^62 steps ago is not trusted: collectives that advance the step
+ * by PMC_STEP_STRIDE without a change of layout could carry s around 2^64. */
 static inline int pmc_node_known_acked(const pmc_node *n, uint64_t s)
 {
-    return n->others_acked_read && pmc_step_geq(n->others_acked, s);
+    return n->others_acked_read && n->step - n->others_acked_at < (UINT64_C(1) << 62) &&
+           pmc_step_geq(n->others_acked, s);
 }
 
 /* Cells the gather and pairs rings are cut into (fewer when a cell would
