@@ -71,7 +71,7 @@ int pmc_allreduce_run(pmc_op *op)
         PMC_AWAIT(f, pmc_reduce_node_flat(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, c->size));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, a->count * (uint64_t)pmc_dtype_size(a->dtype), 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
-        PMC_AWAIT(f, pmc_allreduce_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
+        PMC_AWAIT(f, pmc_allreduce_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op));
     } else if (c->nnodes == 1) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, -1));
@@ -110,7 +110,7 @@ int pmc_reduce_run(pmc_op *op)
                                           c->rank == a->root ? c->size : 0));
     } else if (c->nnodes == 1 && pmc_node_path(c, a->coll, a->count * (uint64_t)pmc_dtype_size(a->dtype), 0, 1) == PMC_PATH_CMA) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
-        PMC_AWAIT(f, pmc_allreduce_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
+        PMC_AWAIT(f, pmc_reduce_node_cma(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else if (c->nnodes == 1) {
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));

@@ -116,12 +116,24 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
  * place, or a slice of send): the block then waits aside until all are done. */
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop);
-/* Allreduce (root < 0) or Reduce to local rank `root` by single copy: each
- * rank reduces its slice from the others' exposed inputs, then the slices
- * are gathered by single copy. send may equal recv (in place); recv is
- * unused off the root of a Reduce. */
-int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
-                           int root);
+/* Elements [lo, hi) of local rank i's slice of `count` in the single-copy
+ * reductions: the first count % L slices hold one more. */
+static inline void pmc_slice_of(uint64_t count, int L, int i, uint64_t *lo, uint64_t *hi)
+{
+    const uint64_t per = count / (uint64_t)L, extra = count % (uint64_t)L, r = (uint64_t)i;
+    *lo = r * per + (r < extra ? r : extra);
+    *hi = *lo + per + (r < extra ? 1 : 0);
+}
+
+/* Allreduce by single copy: each rank reduces its slice from the others'
+ * exposed inputs, then the slices are gathered by single copy. send may
+ * equal recv (in place). */
+int pmc_allreduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop);
+/* Reduce to local rank `root` by single copy, each rank's slice stored into
+ * the root's recv chunk by chunk as it is reduced. send may equal recv at
+ * the root (in place); recv is unused elsewhere. */
+int pmc_reduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype, int rop,
+                        int root);
 
 /* Prefix reduction in local rank order: inclusive (Scan) or exclusive
  * (Exscan: local rank 0's recv is left alone). send may equal recv. */
