@@ -97,3 +97,13 @@ def gapped(counts: list[int]) -> tuple[list[int], int]:
         displs.append(at)
         at += c + 1
     return displs, at
+
+
+def report_cases(rank: int, n: int, ran: int, bad: list[str]) -> None:
+    """Rank 0 prints how many cases ran and every failure ("N cases on n ranks, K failed",
+    which the tests look for); every rank then fails if any case did."""
+    if rank == 0:
+        print(f"{ran} cases on {n} ranks, {len(bad)} failed", flush=True)
+        for line in bad:
+            print(line, flush=True)
+    assert not bad, bad[:3]

@@ -15,7 +15,7 @@ from mpi4py import MPI
 import pymcoll
 import pymcoll.testing as pt
 
-from .common import main
+from .common import main, report_cases
 from .prop_collectives import HeapAdapter
 
 CHUNK = 512 << 10  # bytes a single-copy reduction combines at a time (native/src/coll/node_algos.h)
@@ -53,11 +53,7 @@ def body() -> None:
                     problem = pt.run_case(impl, case, rank, wrapped=comm.mpi)
                     ran += 1
                     bad += [f"{case}: rank {r}: {p}" for r, p in enumerate(verdicts.allgather(problem)) if p]
-    if rank == 0:
-        print(f"{ran} cases on {n} ranks, {len(bad)} failed", flush=True)
-        for line in bad:
-            print(line, flush=True)
-    assert not bad
+    report_cases(rank, n, ran, bad)
     verdicts.Free()
     comm.Free()
 

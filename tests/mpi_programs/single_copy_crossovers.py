@@ -15,7 +15,7 @@ import pymcoll.testing as pt
 from pymcoll.tuning import single_copy_min_now
 from pymcoll.testing.case import NO_IN_PLACE, REDUCING
 
-from .common import main
+from .common import main, report_cases
 
 ITEM = 4  # int32: every crossover is a whole number of elements
 
@@ -63,11 +63,7 @@ def body() -> None:
             failed = verdicts.allgather(problem)
             ran += 1
             bad += [f"{case}: rank {r}: {p}" for r, p in enumerate(failed) if p]
-    if rank == 0:
-        print(f"{ran} cases on {n} ranks, {len(bad)} failed", flush=True)
-        for line in bad:
-            print(line, flush=True)
-    assert not bad
+    report_cases(rank, n, ran, bad)
     verdicts.Free()
     comm.Free()
 
