@@ -130,6 +130,24 @@ def body() -> None:
     assert comm.allreduce(1) == size
     assert comm.Get_topology() == world.Get_topology()
     assert isinstance(comm.Get_name(), str)
+    assert comm.is_intra and comm.topology == world.topology
+    # A name the wrapped object's class lacks raises mpi4py's AttributeError, a private one Comm's;
+    # attributes set on the wrapper stay the wrapper's.
+    for missing in ("Get_coords", "_no_such_attribute"):
+        try:
+            getattr(comm, missing)
+        except AttributeError:
+            pass
+        else:
+            raise AssertionError(f"{missing} did not raise AttributeError")
+    comm.user_tag = 7
+    assert comm.user_tag == 7 and not hasattr(world, "user_tag")
+    # A Cartesian communicator's own attributes are forwarded through a wrapper of it.
+    cart_mpi = world.Create_cart([size], periods=[True])
+    cart = pymcoll.Comm(cart_mpi)
+    assert cart.coords == [rank] and cart.dims == [size] and cart.Get_cart_rank([rank]) == rank
+    assert cart.Shift(0, 1) == ((rank - 1) % size, (rank + 1) % size)
+    cart.Free()
 
     dup = comm.Dup()
     assert isinstance(dup, pymcoll.Comm) and dup.mpi != world
