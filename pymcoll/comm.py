@@ -199,6 +199,11 @@ def _raise_text(rc: int, text: str) -> None:
     raise Error(text)
 
 
+def _auto_size(value: Any) -> int:
+    """The core's form of an 'auto' / 'off' / size option: 0, UINT64_MAX or the size."""
+    return 2**64 - 1 if value == "off" else 0 if value == "auto" else int(value)
+
+
 class Comm:
     """A communicator whose collectives run through pymcoll's C core.
 
@@ -259,8 +264,8 @@ class Comm:
         cfg.check = int(bool(config.value("PYMCOLL_CHECK")))
         cfg.progress_thread = int(bool(config.value("PYMCOLL_PROGRESS_THREAD")))
         cfg.wait_sleep = int(config.value("PYMCOLL_WAIT", wait) == "sleep")
-        stream_min = config.value("PYMCOLL_STREAM_MIN")
-        cfg.stream_min = 2**64 - 1 if stream_min == "off" else 0 if stream_min == "auto" else stream_min
+        cfg.stream_min = _auto_size(config.value("PYMCOLL_STREAM_MIN"))
+        cfg.movsb_min = _auto_size(config.value("PYMCOLL_CELL_MOVSB_MIN"))
         cfg.inline_max = config.value("PYMCOLL_INLINE_MAX")
         cma_min = config.value("PYMCOLL_CMA_MIN")
         cfg.cma_min = 0 if cma_min == "auto" else cma_min  # 0: each collective's default

@@ -126,9 +126,9 @@ def parse_single_copy_min(text: str, name: str) -> object:
     return parse_bytes(text, name)
 
 
-def parse_stream_min(text: str, name: str) -> object:
-    """Parse the streaming-store threshold: 'auto' (from the last-level cache
-    and the node's ranks), a size in bytes, or 'off' (never)."""
+def parse_auto_size(text: str, name: str) -> object:
+    """Parse a size from which a copy method starts: 'auto' (the core's
+    default), a size in bytes, or 'off' (never)."""
     word = text.strip().lower()
     if word in ("off", "never", "0"):
         return "off"
@@ -258,12 +258,17 @@ OPTIONS: dict[str, Option] = {
         Option("PYMCOLL_HEAP_SIZE", 16 << 20, parse_bytes,
                "bytes of the shared heap per node for pymcoll.alloc() (each local rank gets an equal "
                "share); collectives on heap arrays copy once, with no system call"),
-        Option("PYMCOLL_STREAM_MIN", "auto", parse_stream_min,
+        Option("PYMCOLL_STREAM_MIN", "auto", parse_auto_size,
                "smallest copy of a rank's own block (single copy), or of any block through the shared "
                "heap, written with streaming (non-temporal) stores on x86-64, which skip reading the "
                "destination into the cache; auto: the last-level cache over twice the node's ranks, "
                "at least 1 MiB (8 MiB for 2 ranks on a 32 MiB cache); 'off' copies with memcpy at "
                "every size; may differ between ranks"),
+        Option("PYMCOLL_CELL_MOVSB_MIN", "auto", parse_auto_size,
+               "smallest store into a copy-in/copy-out cell done as a string move (rep movsb, x86-64), "
+               "whose stores take whole cache lines without first reading each from the core that "
+               "read the cell last; auto: 1280 bytes where the CPU announces fast string moves (ERMS), "
+               "else never; 'off': memcpy at every size; may differ between ranks"),
         Option("PYMCOLL_SHM_DIR", "/dev/shm", lambda t, n: t,
                "directory (a tmpfs) where the node segment is created; unlinked once mapped"),
         Option("PYMCOLL_CHUNK_SIZE", 64 << 10, parse_bytes,

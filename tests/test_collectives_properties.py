@@ -41,6 +41,8 @@ CONFIGS = [
     # Every data path forced where it can carry the call.
     (3, {"PYMCOLL_COPY": "inline"}),
     (4, {"PYMCOLL_COPY": "cico"}),
+    # Every cell store a string move, whatever its length and alignment.
+    (3, {"PYMCOLL_COPY": "cico", "PYMCOLL_CELL_MOVSB_MIN": "1"}),
     (4, {"PYMCOLL_COPY": "cma"}),
     # 2 ranks have a core each: a Bcast's pair splits its copy. Streaming stores from 4 KiB, so
     # the drawn sizes take them (by default they start at several MiB).

@@ -30,7 +30,8 @@ def test_empty_environment_value_means_unset(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("name,bad", [("PYMCOLL_TIMEOUT", "soon"), ("PYMCOLL_TIMEOUT", "-1"),
                                       ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe"),
-                                      ("PYMCOLL_WAIT", "spin"), ("PYMCOLL_STREAM_MIN", "always")])
+                                      ("PYMCOLL_WAIT", "spin"), ("PYMCOLL_STREAM_MIN", "always"),
+                                      ("PYMCOLL_CELL_MOVSB_MIN", "large")])
 def test_bad_environment_values_raise_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, bad: str) -> None:
     monkeypatch.setenv(name, bad)
     with pytest.raises(ValueError, match=name):
@@ -44,14 +45,15 @@ def test_wait_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.value("PYMCOLL_WAIT", "auto") == "auto"  # the keyword wins
 
 
-def test_stream_min_takes_auto_a_size_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert config.value("PYMCOLL_STREAM_MIN") == "auto"
-    monkeypatch.setenv("PYMCOLL_STREAM_MIN", "Auto")
-    assert config.value("PYMCOLL_STREAM_MIN") == "auto"
-    monkeypatch.setenv("PYMCOLL_STREAM_MIN", "4M")
-    assert config.value("PYMCOLL_STREAM_MIN") == 4 << 20
-    monkeypatch.setenv("PYMCOLL_STREAM_MIN", " OFF ")
-    assert config.value("PYMCOLL_STREAM_MIN") == "off"
+@pytest.mark.parametrize("name,size", [("PYMCOLL_STREAM_MIN", "4M"), ("PYMCOLL_CELL_MOVSB_MIN", "1536")])
+def test_copy_thresholds_take_auto_a_size_or_off(monkeypatch: pytest.MonkeyPatch, name: str, size: str) -> None:
+    assert config.value(name) == "auto"
+    monkeypatch.setenv(name, "Auto")
+    assert config.value(name) == "auto"
+    monkeypatch.setenv(name, size)
+    assert config.value(name) == config.parse_bytes(size, name)
+    monkeypatch.setenv(name, " OFF ")
+    assert config.value(name) == "off"
 
 
 def test_mpi_family_detection() -> None:

@@ -69,6 +69,9 @@ typedef struct pmc_config {
                                 with streaming stores (x86-64); 0 = from the last-level cache and the
                                 node's ranks (pmc_stream_min_default); UINT64_MAX = never
                                 (PYMCOLL_STREAM_MIN) */
+    uint64_t movsb_min;      /* smallest store into a copy-in cell done as a string move (x86-64 with
+                                fast string moves); 0 = PMC_CELL_MOVSB_MIN where the CPU announces
+                                them, else never; UINT64_MAX = never (PYMCOLL_CELL_MOVSB_MIN) */
     /* Algorithm selection (the tuning table; every rank must pass the same). */
     uint64_t inline_max;     /* largest payload per rank sent inline (capped at 48 bytes) */
     uint64_t cma_min;        /* smallest block moved by single copy (CMA / shared heap); 0 = each

@@ -65,7 +65,7 @@ static int known_name(const char *name)
         "PYMCOLL_PROGRESS_THREAD", "PYMCOLL_SHM", "PYMCOLL_SHM_SIZE", "PYMCOLL_HEAP_SIZE", "PYMCOLL_SHM_DIR",
         "PYMCOLL_CHUNK_SIZE", "PYMCOLL_COPY", "PYMCOLL_INLINE_MAX", "PYMCOLL_REDUCE_FLAT_MAX",
         "PYMCOLL_LANES_SMALL_MAX", "PYMCOLL_LANES_BCAST_TREE_MAX", "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_CMA_MIN",
-        "PYMCOLL_STREAM_MIN", "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS", "PYMCOLL_WAIT",
+        "PYMCOLL_STREAM_MIN", "PYMCOLL_CELL_MOVSB_MIN", "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS", "PYMCOLL_WAIT",
         "PYMCOLL_PATH_TRIALS"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
         if (strcmp(names[i], name) == 0) return 1;
@@ -202,6 +202,23 @@ static int read_trace(pmpi_context *ctx, const tuning *t, char *err, size_t errl
     return rc;
 }
 
+/* A size from which something starts, or "auto" (0: the core's default) or "off" (UINT64_MAX). */
+static int parse_auto_size(const tuning *t, const char *name, uint64_t *field, char *err, size_t errlen)
+{
+    const char *v = raw(t, name);
+    if (v == NULL) return 0;
+    char w[16];
+    snprintf(w, sizeof(w), "%s", v);
+    trim(w);
+    for (char *p = w; *p; ++p) *p = (char)tolower((unsigned char)*p);
+    if (strcmp(w, "off") == 0 || strcmp(w, "never") == 0 || strcmp(w, "0") == 0) *field = UINT64_MAX;
+    else if (strcmp(w, "auto") == 0) *field = 0;
+    else if (parse_bytes(name, v, field, err, errlen))
+        return fail(err, errlen, "%s='%s' is neither a size (bytes or a K/M/G suffix, e.g. 8M), 'auto' nor 'off'",
+                    name, v);
+    return 0;
+}
+
 static int read_sizes(pmpi_context *ctx, const tuning *t, char *err, size_t errlen)
 {
     struct { const char *name; uint64_t *field; } sizes[] = {
@@ -214,18 +231,9 @@ static int read_sizes(pmpi_context *ctx, const tuning *t, char *err, size_t errl
         const char *v = raw(t, sizes[i].name);
         if (v != NULL && parse_bytes(sizes[i].name, v, sizes[i].field, err, errlen)) return 1;
     }
-    const char *stream = raw(t, "PYMCOLL_STREAM_MIN");
-    if (stream != NULL) {
-        char w[16];
-        snprintf(w, sizeof(w), "%s", stream);
-        trim(w);
-        for (char *p = w; *p; ++p) *p = (char)tolower((unsigned char)*p);
-        if (strcmp(w, "off") == 0 || strcmp(w, "never") == 0 || strcmp(w, "0") == 0) ctx->cfg.stream_min = UINT64_MAX;
-        else if (strcmp(w, "auto") == 0) ctx->cfg.stream_min = 0;
-        else if (parse_bytes("PYMCOLL_STREAM_MIN", stream, &ctx->cfg.stream_min, err, errlen))
-            return fail(err, errlen, "PYMCOLL_STREAM_MIN='%s' is neither a size (bytes or a K/M/G suffix, e.g. 8M), "
-                        "'auto' nor 'off'", stream);
-    }
+    if (parse_auto_size(t, "PYMCOLL_STREAM_MIN", &ctx->cfg.stream_min, err, errlen) ||
+        parse_auto_size(t, "PYMCOLL_CELL_MOVSB_MIN", &ctx->cfg.movsb_min, err, errlen))
+        return 1;
     if (ctx->cfg.inline_max > 48)
         return fail(err, errlen, "PYMCOLL_INLINE_MAX='%s': an inline line carries at most 48 bytes",
                     raw(t, "PYMCOLL_INLINE_MAX"));

@@ -349,6 +349,7 @@ static int create(pmc_comm *c, MPI_Comm user, const pmc_config *cfg)
     n->timeout = cfg->timeout;
     n->wait_sleep = cfg->wait_sleep != 0;
     n->stream_min = cfg->stream_min != 0 ? cfg->stream_min : pmc_stream_min_default(local_size);
+    n->movsb_min = cfg->movsb_min != 0 ? cfg->movsb_min : pmc_cell_movsb_min_default();
     n->chunk = cfg->chunk_bytes;
     n->errmsg = c->errmsg;
     n->errlen = sizeof(c->errmsg);

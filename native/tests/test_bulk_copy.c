@@ -1,10 +1,12 @@
-/* pmc_bulk_copy: every byte lands, nothing outside the destination range is
- * touched, for sizes on both sides of the streaming threshold and every
- * alignment of source and destination within a 16-byte line. */
+/* pmc_bulk_copy and pmc_cell_store: every byte lands, nothing outside the
+ * destination range is touched, for sizes on both sides of the streaming
+ * and string-move thresholds and every alignment of source and destination
+ * within a 16-byte line. */
 #include "node/bulk_copy.h"
 #include "testutil.h"
 
-static void check_copy(uint64_t n, unsigned dst_shift, unsigned src_shift, uint64_t stream_min)
+/* threshold: pmc_bulk_copy's stream_min, or with `cell` pmc_cell_store's movsb_min. */
+static void check_copy(uint64_t n, unsigned dst_shift, unsigned src_shift, uint64_t threshold, int cell)
 {
     enum { GUARD = 64 };
     unsigned char *src = malloc(n + 32), *dst = malloc(n + 32 + 2 * GUARD);
@@ -18,10 +20,11 @@ static void check_copy(uint64_t n, unsigned dst_shift, unsigned src_shift, uint6
     t_fill(src + src_shift, n, seed);
     memset(dst, 0xA5, n + 32 + 2 * GUARD);
     unsigned char *to = dst + GUARD + dst_shift;
-    pmc_bulk_copy(to, src + src_shift, n, stream_min);
+    if (cell) pmc_cell_store(to, src + src_shift, n, threshold);
+    else pmc_bulk_copy(to, src + src_shift, n, threshold);
     const int64_t bad = t_verify(to, n, seed);
-    CHECK(bad < 0, "n=%llu dst+%u src+%u: byte %lld differs", (unsigned long long)n, dst_shift, src_shift,
-          (long long)bad);
+    CHECK(bad < 0, "%s n=%llu dst+%u src+%u: byte %lld differs", cell ? "cell" : "bulk", (unsigned long long)n,
+          dst_shift, src_shift, (long long)bad);
     CHECK(t_verify_const(dst, GUARD + dst_shift, 0xA5) < 0, "n=%llu dst+%u: a byte before the destination changed",
           (unsigned long long)n, dst_shift);
     CHECK(t_verify_const(to + n, 32 - dst_shift + GUARD, 0xA5) < 0,
@@ -41,10 +44,22 @@ int main(void)
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i)
         for (unsigned d = 0; d < 16; d += d_step)
             for (unsigned s = 0; s < 16; s += 9) {
-                check_copy(sizes[i], d, s, at);
-                if (sizes[i] < at) check_copy(sizes[i], d, s, 1); /* streaming at every size */
+                check_copy(sizes[i], d, s, at, 0);
+                if (sizes[i] < at) check_copy(sizes[i], d, s, 1, 0); /* streaming at every size */
             }
-    check_copy(3 * at, 7, 2, UINT64_MAX); /* never streaming */
+    check_copy(3 * at, 7, 2, UINT64_MAX, 0); /* never streaming */
+    /* Cell stores below, at and above the default string-move threshold, string moves at every
+     * size, and never (the threshold of a CPU without fast string moves). */
+    const uint64_t m = PMC_CELL_MOVSB_MIN, cell_sizes[] = {0, 1, 63, m - 1, m, m + 1, 4096 + 37};
+    for (size_t i = 0; i < sizeof(cell_sizes) / sizeof(cell_sizes[0]); ++i)
+        for (unsigned d = 0; d < 16; d += d_step)
+            for (unsigned s = 0; s < 16; s += 9) {
+                check_copy(cell_sizes[i], d, s, m, 1);
+                check_copy(cell_sizes[i], d, s, 1, 1);
+                check_copy(cell_sizes[i], d, s, UINT64_MAX, 1);
+            }
+    CHECK(pmc_cell_movsb_min_default() == m || pmc_cell_movsb_min_default() == UINT64_MAX,
+          "the default string-move threshold is %llu", (unsigned long long)pmc_cell_movsb_min_default());
     if (t_failures) fprintf(stderr, "test_bulk_copy: %d check(s) failed\n", t_failures);
     else printf("test_bulk_copy: all checks passed\n");
     return t_failures != 0;

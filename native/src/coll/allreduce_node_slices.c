@@ -71,8 +71,8 @@ int pmc_allreduce_node_slices(pmc_op *op, pmc_frame *f, const void *send, void *
             /* All but my own slice, which only I read (straight from the input, below). */
             const uint64_t lo = m * (uint64_t)me / (uint64_t)L, hi = m * (uint64_t)(me + 1) / (uint64_t)L;
             unsigned char *mine = data + (uint64_t)me * region + cell_off;
-            memcpy(mine, in + first * esize, lo * esize);
-            memcpy(mine + hi * esize, in + (first + hi) * esize, (m - hi) * esize);
+            pmc_cell_store(mine, in + first * esize, lo * esize, n->movsb_min);
+            pmc_cell_store(mine + hi * esize, in + (first + hi) * esize, (m - hi) * esize, n->movsb_min);
             pmc_node_post(n, PMC_FLAG_SEQ, f->aux);
         }
         PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_SEQ, n->others, L - 1, f->aux));

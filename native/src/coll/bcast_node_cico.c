@@ -52,7 +52,7 @@ int pmc_bcast_node_cico(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int
             const uint64_t len = bytes - off < cell ? bytes - off : cell;
             unsigned char *slot = n->seg.data + pmc_cell_of(s, ncells, f->lstep) * cell;
             if (n->local_rank == root) {
-                memcpy(slot, p + off, len);
+                pmc_cell_store(slot, p + off, len, n->movsb_min);
                 pmc_node_post(n, PMC_FLAG_SEQ, s);
             } else {
                 pmc_chunk_copy_out(p + off, slot, len, bytes, n->stream_min);

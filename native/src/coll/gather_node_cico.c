@@ -57,7 +57,7 @@ int pmc_gather_node_cico(pmc_op *op, pmc_frame *f, const void *send, void *recv,
             {
                 const uint64_t s = f->base + f->k + 1, off = f->k * cell;
                 const uint64_t len = mine - off < cell ? mine - off : cell;
-                memcpy(n->seg.data + (uint64_t)me * region + CELL(s) * cell, in + off, len);
+                pmc_cell_store(n->seg.data + (uint64_t)me * region + CELL(s) * cell, in + off, len, n->movsb_min);
                 n->cell_last[CELL(s)] = s;
                 pmc_node_post(n, PMC_FLAG_SEQ, s);
             }

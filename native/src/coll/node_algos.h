@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../node/bulk_copy.h"
 #include "../node/node.h"
 #include "../op.h"
 
@@ -88,8 +89,8 @@ static inline void pmc_slices_copy_in(pmc_node *n, const pmc_slices *g, uint64_t
                                       const unsigned char *in, uint64_t k, uint64_t total, uint64_t esize)
 {
     const uint64_t first = k * g->per_chunk, m = total - first < g->per_chunk ? total - first : g->per_chunk;
-    memcpy(n->seg.data + (uint64_t)n->local_rank * g->region + pmc_cell_of(s, g->ncells, lstep) * g->cell,
-           in + first * esize, m * esize);
+    pmc_cell_store(n->seg.data + (uint64_t)n->local_rank * g->region + pmc_cell_of(s, g->ncells, lstep) * g->cell,
+                   in + first * esize, m * esize, n->movsb_min);
     pmc_node_post(n, PMC_FLAG_SEQ, s);
 }
 

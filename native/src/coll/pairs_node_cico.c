@@ -83,7 +83,7 @@ int pmc_pairs_node_cico(pmc_op *op, pmc_frame *f, const void *send, const uint64
                     const int to = n->others[f->j];
                     const uint64_t s = f->base + f->k + 1, off = f->k * cell, total = pmc_count_of(scounts, block, to);
                     const uint64_t len = total - off < cell ? total - off : cell;
-                    memcpy(SUB(me, to) + CELL(s) * cell, in + pmc_displ_of(sdispls, block, to) + off, len);
+                    pmc_cell_store(SUB(me, to) + CELL(s) * cell, in + pmc_displ_of(sdispls, block, to) + off, len, n->movsb_min);
                 }
             }
             n->cell_last[CELL(f->base + f->k + 1)] = f->base + f->k + 1;

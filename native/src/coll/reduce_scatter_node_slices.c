@@ -85,7 +85,7 @@ int pmc_reduce_scatter_node_slices(pmc_op *op, pmc_frame *f, const void *send, v
                 const uint64_t c = pmc_count_of(counts, block, j), q = piece_of(c, f->n), from = f->k * q;
                 /* My own block's piece only I read: straight from the input, below (out of place). */
                 if (from < c && !(j == me && out_of_place))
-                    memcpy(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize);
+                    pmc_cell_store(dst, in + (at + from) * esize, (c - from < q ? c - from : q) * esize, n->movsb_min);
                 dst += q * esize;
                 at += c;
             }

@@ -6,6 +6,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -89,4 +92,14 @@ uint64_t pmc_stream_min_default(int local_size)
     const uint64_t floor = (uint64_t)1 << 20, ranks = (uint64_t)(local_size > 1 ? local_size : 1);
     const uint64_t scaled = llc_bytes() / (2 * ranks);
     return scaled > floor ? scaled : floor;
+}
+
+uint64_t pmc_cell_movsb_min_default(void)
+{
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    /* Leaf 7, EBX bit 9: enhanced rep movsb/stosb. */
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9))) return PMC_CELL_MOVSB_MIN;
+#endif
+    return UINT64_MAX;
 }

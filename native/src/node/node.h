@@ -70,6 +70,7 @@ typedef struct pmc_node {
     int yield_now;          /* more local ranks than CPUs: never spin */
     int wait_sleep;         /* PYMCOLL_WAIT=sleep: neither spin nor yield, sleep (the CPU is someone else's) */
     uint64_t stream_min;    /* PYMCOLL_STREAM_MIN: bulk copies from this size on use streaming stores */
+    uint64_t movsb_min;     /* cell stores from this size on are string moves (pmc_cell_store) */
     int *others;            /* local ranks other than this one */
     uint64_t chunk;         /* pipeline chunk in bytes */
     int layout;             /* current PMC_LAYOUT_* of the data area */
