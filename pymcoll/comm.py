@@ -574,8 +574,8 @@ class Comm:
         latest agreed trials, in seconds, as the ranks agreed on it; 0 until chosen).
 
         Empty where trials are off (``PYMCOLL_PATH_TRIALS=0``, a fixed ``PYMCOLL_CMA_MIN`` or
-        ``PYMCOLL_COPY``, more than one node) or no blocking call or persistent Start of 256 KiB or
-        more per rank ran (16 KiB where the node's ranks outnumber its CPUs, but for a Bcast).
+        ``PYMCOLL_COPY``, more than one node) or no blocking call or persistent Start of 16 KiB or
+        more per rank ran (256 KiB for a Bcast where the node's ranks outnumber its CPUs).
         """
         handle = self._live_handle("path_trials")
         calls, retrials, chosen = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")

@@ -313,7 +313,7 @@ OPTIONS: dict[str, Option] = {
                "Alltoall(v), Gather and Scatter(v) as local ranks grow; `python -m pymcoll info` lists them)"),
         Option("PYMCOLL_PATH_TRIALS", True, parse_flag,
                "1: on one node, the first eight blocking calls of each collective and size class (powers of two "
-               "from 256 KiB) take copy in/copy out and single copy in turn, and the ranks keep the faster "
+               "from 16 KiB) take copy in/copy out and single copy in turn, and the ranks keep the faster "
                "for the communicator's life (off where PYMCOLL_CMA_MIN or PYMCOLL_COPY fixes the path); "
                "0: the crossover table alone chooses"),
     )

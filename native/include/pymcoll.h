@@ -84,7 +84,7 @@ typedef struct pmc_config {
     int algorithm[16];       /* per collective (index PMC_COLL_* - 1): PMC_ALGO_* */
     int fixed_paths;         /* 1: the crossover table alone chooses between the cells and single copy
                                 (PYMCOLL_PATH_TRIALS=0); 0: on one node, the first blocking calls of each
-                                collective and size class from 256 KiB try both and the ranks keep the faster
+                                collective and size class from 16 KiB try both and the ranks keep the faster
                                 (not when cma_min or copy fixes the path) */
 } pmc_config;
 
@@ -156,8 +156,8 @@ int pmc_comm_broken(const pmc_comm *c);
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k`: payloads
  * from *min_bytes to twice it (the last class has no upper end; classes start
- * at 256 KiB, or at 16 KiB but a Bcast's where the node's ranks outnumber
- * its CPUs): trial
+ * at 16 KiB, a Bcast's at 256 KiB where the node's ranks outnumber its
+ * CPUs): trial
  * calls done (of the latest round), the rounds run again because a later
  * check found the agreed path slower than the other path's trials, the
  * agreed path (-1 while undecided, else 0 for the cells or 2 for single copy), and each path's shortest period between trials in seconds

@@ -14,15 +14,19 @@
 #define PMC_ERRMSG_LEN 768
 
 /* Per-launch copy-path trials (coll/path_trials.c): the first blocking calls (or persistent Starts)
- * of a collective in each size class, from 256 KiB, try the cells and
+ * of a collective in each size class, from 16 KiB, try the cells and
  * single copy; the ranks then agree on the faster for the rest of
  * the communicator's life. Classes are powers of two of the payload. */
-/* From 256 KiB where each rank has a core: below it the cells' table held
- * on every host measured, and trials chose single copy on noise as often as
- * on merit (perf/studies/copy_paths.md). From 16 KiB where ranks share cores
- * (but a Bcast's): there the two paths differ 2-5x, the other way round on
- * different hosts (the cells need both ends of every handoff running at once). */
-#define PMC_TRIAL_MIN_LOG2 18
+/* From 16 KiB: where the kernel's copy is fast, single copy takes 0.5-0.7x the
+ * cells' time from there (2 ranks, one core each, Gather, Bcast and Scatter of
+ * 32-256 KiB), where it is slow the cells win up to MiBs; where ranks share
+ * cores the two paths differ 2-5x, the other way round on different hosts
+ * (the cells need both ends of every handoff running at once). Below 256 KiB
+ * a challenger must win by more (path_trials.c), or noise would flip close
+ * calls (perf/studies/copy_paths.md). A Bcast's trials start at 256 KiB where
+ * ranks share cores: its cells held below that there on every host measured. */
+#define PMC_TRIAL_MIN_LOG2 14
+#define PMC_TRIAL_MIN_LOG2_BCAST_SHARED 18
 #define PMC_TRIAL_MIN_LOG2_SHARED 14
 #define PMC_TRIAL_CLASSES PMC_TRIAL_SIZE_CLASSES
 typedef struct pmc_trial_class {

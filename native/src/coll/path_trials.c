@@ -34,6 +34,10 @@
 /* The table's path stays unless the other is this much faster: noise
  * between two close paths must not flip a choice the table got right. */
 #define PMC_TRIAL_MARGIN 0.95
+/* Below 256 KiB a period is a few microseconds and two close paths trade
+ * places from run to run: there the other path must be 20% faster. */
+#define PMC_TRIAL_MARGIN_SMALL 0.8
+#define PMC_TRIAL_SMALL_LOG2 18
 /* Timed calls before a check of the agreed path (the first starts no period). */
 #define PMC_WATCH_CALLS 4
 #define PMC_WATCH_FIRST 64u
@@ -41,9 +45,16 @@
 
 int pmc_trial_min_log2(const pmc_comm *c, int coll)
 {
-    /* A Bcast's cell is written once for every reader, and its cells held below 256 KiB on
-     * every host measured, shared cores or not. */
-    return c->node_ctx.yield_now && coll != PMC_COLL_BCAST ? PMC_TRIAL_MIN_LOG2_SHARED : PMC_TRIAL_MIN_LOG2;
+    /* A Bcast's cell is written once for every reader: where ranks share cores its cells held
+     * below 256 KiB on every host measured. */
+    if (!c->node_ctx.yield_now) return PMC_TRIAL_MIN_LOG2;
+    return coll == PMC_COLL_BCAST ? PMC_TRIAL_MIN_LOG2_BCAST_SHARED : PMC_TRIAL_MIN_LOG2_SHARED;
+}
+
+/* The margin a challenger must beat in size class k of coll. */
+static double margin_of(const pmc_comm *c, int coll, int k)
+{
+    return pmc_trial_min_log2(c, coll) + k < PMC_TRIAL_SMALL_LOG2 ? PMC_TRIAL_MARGIN_SMALL : PMC_TRIAL_MARGIN;
 }
 
 /* Size class of a payload: its power of two, from the trials' smallest; -1 below. */
@@ -170,7 +181,7 @@ int pmc_trial_finish(pmc_op *op)
         const double other = t->best[t->chosen - 1 == PMC_PATH_CMA ? 0 : 1];
         t->since = 0;
         if (t->every < PMC_WATCH_MAX) t->every *= 2;
-        if (other > 0.0 && now * PMC_TRIAL_MARGIN > other) {
+        if (other > 0.0 && now * margin_of(c, op->a.coll, op->trial_class) > other) {
             t->calls = 0;
             t->chosen = 0;
             ++t->retrials;
@@ -181,9 +192,8 @@ int pmc_trial_finish(pmc_op *op)
         const int half = PMC_TRIAL_CALLS / 2, first_slot = t->first == PMC_PATH_CMA;
         t->best[first_slot] = shortest_period(op->trial_x, 0, half);
         t->best[!first_slot] = shortest_period(op->trial_x, half, PMC_TRIAL_CALLS);
-        const double *best = t->best;
-        t->chosen = (int8_t)(1 + (best[1] < PMC_TRIAL_MARGIN * best[0] ? PMC_PATH_CMA
-                                  : best[0] < PMC_TRIAL_MARGIN * best[1] ? PMC_PATH_CICO : t->first));
+        const double *best = t->best, m = margin_of(c, op->a.coll, op->trial_class);
+        t->chosen = (int8_t)(1 + (best[1] < m * best[0] ? PMC_PATH_CMA : best[0] < m * best[1] ? PMC_PATH_CICO : t->first));
         t->since = 0;
         if (t->every == 0) t->every = PMC_WATCH_FIRST;
     }
