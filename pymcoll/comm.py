@@ -622,9 +622,10 @@ class Comm:
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802 - mpi4py name
         """Broadcast `buf` from `root` to every rank (mpi4py semantics)."""
-        if type(buf) in _SPECS:  # [array, its own datatype] takes the array's fast path and cache
-            buf = _typed_array(buf)
         last = self._last_bcast
+        # [array, its own datatype] takes the array's fast path and cache; the cached array is no spec.
+        if buf is not last[0] and type(buf) in _SPECS:
+            buf = _typed_array(buf)
         if buf is last[0] and root == last[1]:
             rc = _pmc_bcast(self._handle, last[2], last[3], root)
             if rc:
@@ -650,11 +651,11 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` takes this rank's block from its place in `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_allgather
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if sendbuf is last[0] and recvbuf is last[1]:
             rc = _pmc_allgather(self._handle, last[2], last[3], last[4])
             if rc:
@@ -687,11 +688,11 @@ class Comm:
         result is the same bits on every rank. A user-defined op runs in the
         wrapped MPI communicator.
         """
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_allreduce
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if sendbuf is last[0] and recvbuf is last[1] and op is last[2] and recvbuf.dtype is last[3]:
             rc = _pmc_allreduce(self._handle, last[4], last[5], last[6], last[7], last[8])
             if rc:
@@ -766,11 +767,11 @@ class Comm:
                         root: Optional[int] = None, receives: bool = True) -> bool:
         """Numpy arrays of one predefined type and a predefined op straight to
         the core; False when the general path must take the call."""
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_reduction.get(fn, _EMPTY)
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if (sendbuf is last[0] and recvbuf is last[1] and op is last[2] and root == last[3]
                 and (sendbuf if recvbuf is None else recvbuf).dtype is last[4]):
             args = last[5]
@@ -818,11 +819,11 @@ class Comm:
         `recvbuf` matters only at the root; the root may pass
         ``sendbuf=MPI.IN_PLACE`` when its block already sits in `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_gather
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
             rc = _pmc_gather(self._handle, last[3], last[4], last[5], root)
             if rc:
@@ -870,11 +871,11 @@ class Comm:
         `sendbuf` matters only at the root, which may pass
         ``recvbuf=MPI.IN_PLACE`` to keep its block where it is.
         """
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_scatter
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if sendbuf is last[0] and recvbuf is last[1] and root == last[2]:
             rc = _pmc_scatter(self._handle, last[3], last[4], last[5], root)
             if rc:
@@ -927,11 +928,11 @@ class Comm:
 
         ``sendbuf=MPI.IN_PLACE`` sends from, and receives into, `recvbuf`.
         """
-        if type(sendbuf) in _SPECS:  # see _typed_array
-            sendbuf = _typed_array(sendbuf)
-        if type(recvbuf) in _SPECS:
-            recvbuf = _typed_array(recvbuf)
         last = self._last_alltoall
+        if sendbuf is not last[0] and type(sendbuf) in _SPECS:  # see _typed_array and Bcast
+            sendbuf = _typed_array(sendbuf)
+        if recvbuf is not last[1] and type(recvbuf) in _SPECS:
+            recvbuf = _typed_array(recvbuf)
         if sendbuf is last[0] and recvbuf is last[1]:
             rc = _pmc_alltoall(self._handle, last[2], last[3], last[4])
             if rc:
