@@ -27,7 +27,6 @@
  * ranks share cores: its cells held below that there on every host measured. */
 #define PMC_TRIAL_MIN_LOG2 14
 #define PMC_TRIAL_MIN_LOG2_BCAST_SHARED 18
-#define PMC_TRIAL_MIN_LOG2_SHARED 14
 #define PMC_TRIAL_CLASSES PMC_TRIAL_SIZE_CLASSES
 typedef struct pmc_trial_class {
     uint8_t calls;      /* trial calls completed */

@@ -28,8 +28,8 @@ import pymcoll
 
 from .common import main
 
-# Where each rank has a core, 32 KiB and 256 KiB - 8 have no class and the others fall in two
-# (256-512 KiB, 1-2 MiB); where ranks share cores, trials start at 16 KiB and all four have one.
+# Trials start at 16 KiB: 16 KiB - 8 has no class, the others have one each (32 KiB, 128-256 KiB,
+# 256 KiB, 1 MiB; a Bcast's start at 256 KiB where ranks share cores).
 SIZES = ((16 << 10) - 8, 32 << 10, (256 << 10) - 8, 256 << 10, 1 << 20)
 CALLS = 10  # eight trials, then the choice
 

@@ -47,8 +47,7 @@ int pmc_trial_min_log2(const pmc_comm *c, int coll)
 {
     /* A Bcast's cell is written once for every reader: where ranks share cores its cells held
      * below 256 KiB on every host measured. */
-    if (!c->node_ctx.yield_now) return PMC_TRIAL_MIN_LOG2;
-    return coll == PMC_COLL_BCAST ? PMC_TRIAL_MIN_LOG2_BCAST_SHARED : PMC_TRIAL_MIN_LOG2_SHARED;
+    return c->node_ctx.yield_now && coll == PMC_COLL_BCAST ? PMC_TRIAL_MIN_LOG2_BCAST_SHARED : PMC_TRIAL_MIN_LOG2;
 }
 
 /* The margin a challenger must beat in size class k of coll. */
