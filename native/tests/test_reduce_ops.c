@@ -135,9 +135,99 @@ static void check_known_values(void)
     CHECK(out[0] == 3.0 && out[1] == -6.0 && out[2] == -4.0, "float64 prod: %g %g %g", out[0], out[1], out[2]);
 }
 
+/* Partners of every binary16 / bfloat16 value in check_half_paths: zeros,
+ * infinities, NaNs with and without payload, the smallest and largest
+ * subnormals and normals, values whose sums and products round to even or
+ * overflow, and a spread of ordinary ones. */
+static const uint16_t half_partners[] = {
+    0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7d01, 0x7c01, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x8400,
+    0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3c01, 0x1000, 0x1001, 0x5bff, 0x6400, 0x0200, 0x3555, 0xb555, 0x4248, 0xc248,
+    0x2e66, 0x57d0, 0x0f0f, 0x8f0f, 0x7800, 0xf800, 0x3bff, 0x4000, 0x0002, 0xa3d7,
+};
+static const uint16_t bf16_partners[] = {
+    0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7fa1, 0x7f81, 0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0xff7f,
+    0x3f80, 0xbf80, 0x3f81, 0x4000, 0x3b80, 0x4b80, 0x3eab, 0xbeab, 0x4049, 0xc049, 0x1f0f, 0x5f0f, 0x7f00, 0xff00,
+    0x3f7f, 0x0100, 0x2f12,
+};
+
+/* pmc_reduce_half (eight elements at a time where the CPU allows) gives the
+ * portable loop's bits for every value of the type against every partner,
+ * each op, in both the separate and the accumulating form, at every tail
+ * length; plus known values that pin the portable loop itself. */
+static void check_half_paths(void)
+{
+    enum { N = 65536 };
+    uint16_t *lhs = malloc(N * sizeof(uint16_t)), *rhs = malloc(N * sizeof(uint16_t)),
+             *want = malloc(N * sizeof(uint16_t)), *got = malloc((N + 1) * sizeof(uint16_t));
+    if (lhs == NULL || rhs == NULL || want == NULL || got == NULL) {
+        CHECK(0, "out of memory");
+        free(lhs);
+        free(rhs);
+        free(want);
+        free(got);
+        return;
+    }
+    if (!pmc_reduce_half_vector_available())
+        printf("test_reduce_ops: no AVX2 and F16C here, the vector half-precision paths are not compared\n");
+    const int ops[] = {PMC_OP_SUM, PMC_OP_PROD, PMC_OP_MIN, PMC_OP_MAX};
+    for (int brain = 0; brain < 2; ++brain) {
+        const uint16_t *partners = brain ? bf16_partners : half_partners;
+        const int np = brain ? (int)(sizeof(bf16_partners) / sizeof(bf16_partners[0]))
+                             : (int)(sizeof(half_partners) / sizeof(half_partners[0]));
+        for (uint32_t i = 0; i < N; ++i) lhs[i] = (uint16_t)i;
+        for (int o = 0; o < 4; ++o)
+            for (int j = 0; j < np; ++j) {
+                for (uint32_t i = 0; i < N; ++i) rhs[i] = partners[(i + (uint32_t)j) % (uint32_t)np];
+                pmc_reduce_half_portable(want, lhs, rhs, N, ops[o], brain);
+                /* separate output, shifted by one element so the vector loads meet another alignment */
+                pmc_reduce_half(got + 1, lhs, rhs, N, ops[o], brain);
+                uint32_t bad = N;
+                for (uint32_t i = 0; i < N && bad == N; ++i)
+                    if (got[i + 1] != want[i]) bad = i;
+                CHECK(bad == N, "%s op %d: 0x%04x op 0x%04x gave 0x%04x, the portable loop 0x%04x",
+                      brain ? "bfloat16" : "binary16", ops[o], bad < N ? lhs[bad] : 0, bad < N ? rhs[bad] : 0,
+                      bad < N ? got[bad + 1] : 0, bad < N ? want[bad] : 0);
+                /* accumulating form, on a length that leaves a tail */
+                memcpy(got, lhs, N * sizeof(uint16_t));
+                const uint64_t n = N - 5 - (uint64_t)j % 3;
+                pmc_reduce_half(got, got, rhs, n, ops[o], brain);
+                bad = N;
+                for (uint32_t i = 0; i < n && bad == N; ++i)
+                    if (got[i] != want[i]) bad = i;
+                CHECK(bad == N, "%s op %d in place: element %u differs", brain ? "bfloat16" : "binary16", ops[o], bad);
+                CHECK(got[n] == lhs[n], "%s op %d in place: the element after the %llu written changed",
+                      brain ? "bfloat16" : "binary16", ops[o], (unsigned long long)n);
+            }
+    }
+    /* binary16: 1 + 2^-11 ties to 1 (even); 1 + 3 * 2^-11 ties to 1 + 2^-9; 65504 + 16 rounds to
+     * infinity; 65504 + 8 back to 65504; the smallest subnormal plus itself; 2^-14 x 2^-10 -> 2^-24;
+     * max(NaN, 1) keeps the first operand's NaN, as the comparison does */
+    const uint16_t a16[] = {0x3c00, 0x3c01, 0x7bff, 0x7bff, 0x0001, 0x0400, 0x7e00};
+    const uint16_t b16[] = {0x1000, 0x1000, 0x4c00, 0x4800, 0x0001, 0x1400, 0x3c00};
+    const int o16[] = {PMC_OP_SUM, PMC_OP_SUM, PMC_OP_SUM, PMC_OP_SUM, PMC_OP_SUM, PMC_OP_PROD, PMC_OP_MAX};
+    const uint16_t r16[] = {0x3c00, 0x3c02, 0x7c00, 0x7bff, 0x0002, 0x0001, 0x7e00};
+    for (int i = 0; i < 7; ++i) {
+        uint16_t r;
+        pmc_reduce_half_portable(&r, &a16[i], &b16[i], 1, o16[i], 0);
+        CHECK(r == r16[i], "binary16 0x%04x op %d 0x%04x: 0x%04x, want 0x%04x", a16[i], o16[i], b16[i], r, r16[i]);
+    }
+    /* bfloat16: 1 + 2^-8 ties to 1 (even); (1 + 2^-7) + 2^-8 ties up to 1 + 2^-6; a NaN keeps its payload, quieted */
+    const uint16_t a2[] = {0x3f80, 0x3f81, 0x7f81}, b2[] = {0x3b80, 0x3b80, 0x3f80}, r2[] = {0x3f80, 0x3f82, 0x7fc1};
+    for (int i = 0; i < 3; ++i) {
+        uint16_t r;
+        pmc_reduce_half_portable(&r, &a2[i], &b2[i], 1, PMC_OP_SUM, 1);
+        CHECK(r == r2[i], "bfloat16 0x%04x + 0x%04x: 0x%04x, want 0x%04x", a2[i], b2[i], r, r2[i]);
+    }
+    free(lhs);
+    free(rhs);
+    free(want);
+    free(got);
+}
+
 int main(void)
 {
     check_known_values();
+    check_half_paths();
     const uint64_t lengths[] = {0, 1, 3, 15, 16, 17, 64, 255, MAX_N};
     const int quick = getenv("PMC_TEST_QUICK") != NULL;
     for (int dtype = 0; dtype < PMC_DT_COUNT; ++dtype)

@@ -1,7 +1,5 @@
-/* Reduction kernels for every element type and predefined op.
- *
- * Half-precision types are combined in float and rounded back after every
- * operation, as a sequence of half-precision operations would be. */
+/* Reduction kernels for every element type and predefined op (the
+ * half-precision types in reduce_half.c). */
 #include "reduce_ops.h"
 
 #include <complex.h>
@@ -36,73 +34,6 @@ int pmc_op_valid(int dtype, int op)
     case PMC_OP_LAND: case PMC_OP_LOR: case PMC_OP_LXOR: return is_int || dtype == PMC_DT_BOOL;
     default: return is_int; /* bitwise */
     }
-}
-
-/* --- half precision through float ------------------------------------- */
-
-static float half_to_float(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112u) << 23) | (mant << 13);
-    } else if (mant == 0) {
-        bits = sign;
-    } else { /* subnormal: normalise */
-        exp = 113;
-        while ((mant & 0x400u) == 0) {
-            mant <<= 1;
-            --exp;
-        }
-        bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static uint16_t float_to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    const uint32_t absx = x & 0x7fffffffu;
-    if (absx >= 0x7f800000u) /* inf or nan */
-        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
-    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past the largest half */
-    if (absx < 0x38800000u) { /* subnormal half or zero */
-        if (absx < 0x33000000u) return sign;
-        const uint32_t e = absx >> 23;
-        const uint32_t m = (absx & 0x7fffffu) | 0x800000u;
-        const uint32_t shift = 126u - e;
-        uint32_t r = m >> shift;
-        const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (r & 1u))) ++r;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = ((absx >> 13) - (112u << 10));
-    const uint32_t rem = absx & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
-    return (uint16_t)(sign | r);
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
-    x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(x >> 16);
 }
 
 /* --- kernels --------------------------------------------------------- */
@@ -154,26 +85,6 @@ static uint16_t float_to_bf16(float f)
     default: break;                                                                    \
     }
 
-static float combine_float(float x, float y, int op)
-{
-    switch (op) {
-    case PMC_OP_SUM: return x + y;
-    case PMC_OP_PROD: return x * y;
-    case PMC_OP_MIN: return y < x ? y : x;
-    default: return y > x ? y : x;
-    }
-}
-
-static void half_ops(uint16_t *out, const uint16_t *lhs, const uint16_t *rhs, uint64_t n, int op, int brain)
-{
-    for (uint64_t i = 0; i < n; ++i) {
-        if (brain)
-            out[i] = float_to_bf16(combine_float(bf16_to_float(lhs[i]), bf16_to_float(rhs[i]), op));
-        else
-            out[i] = float_to_half(combine_float(half_to_float(lhs[i]), half_to_float(rhs[i]), op));
-    }
-}
-
 static void bool_ops(unsigned char *out, const unsigned char *lhs, const unsigned char *rhs, uint64_t n, int op)
 {
     for (uint64_t i = 0; i < n; ++i) {
@@ -199,8 +110,8 @@ static PMC_ALWAYS_INLINE void combine(void *out, const void *lhs, const void *rh
     case PMC_DT_UINT16: INT_OPS(uint16_t, uint16_t); break;
     case PMC_DT_UINT32: INT_OPS(uint32_t, uint32_t); break;
     case PMC_DT_UINT64: INT_OPS(uint64_t, uint64_t); break;
-    case PMC_DT_FLOAT16: half_ops(out, lhs, rhs, n, op, 0); break;
-    case PMC_DT_BFLOAT16: half_ops(out, lhs, rhs, n, op, 1); break;
+    case PMC_DT_FLOAT16: pmc_reduce_half(out, lhs, rhs, n, op, 0); break;
+    case PMC_DT_BFLOAT16: pmc_reduce_half(out, lhs, rhs, n, op, 1); break;
     case PMC_DT_FLOAT32: FLOAT_OPS(float); break;
     case PMC_DT_FLOAT64: FLOAT_OPS(double); break;
     case PMC_DT_LONGDOUBLE: FLOAT_OPS(long double); break;

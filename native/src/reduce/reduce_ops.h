@@ -21,4 +21,13 @@ void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int 
 void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, int own, const void *own_at, uint64_t n,
                         int dtype, int op);
 
+/* out[i] = lhs[i] op rhs[i] for binary16 (brain 0) or bfloat16 (brain 1)
+ * elements, combined in float and rounded back to nearest even; op is SUM,
+ * PROD, MIN or MAX; out is lhs or overlaps neither input. Eight elements at
+ * a time where the CPU allows (pmc_reduce_half_vector_available), else
+ * pmc_reduce_half_portable, which gives the same bits. */
+void pmc_reduce_half(uint16_t *out, const uint16_t *lhs, const uint16_t *rhs, uint64_t n, int op, int brain);
+void pmc_reduce_half_portable(uint16_t *out, const uint16_t *lhs, const uint16_t *rhs, uint64_t n, int op, int brain);
+int pmc_reduce_half_vector_available(void);
+
 #endif
