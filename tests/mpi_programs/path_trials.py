@@ -251,6 +251,14 @@ def body() -> None:
             assert loser >= (0.95 if t["min_bytes"] >= 256 << 10 else 0.8) * winner, t
         # No trial below the smallest class (16 KiB): 16 KiB - 8 made no class of its own, 32 KiB did.
         assert min(t["min_bytes"] for t in trials) == 32 << 10, trials
+        # Where the host's ranks outnumber the CPUs they may run on (the union of their affinities),
+        # a Bcast's trials start at 256 KiB: 32 KiB and 256 KiB - 8 make no class, 256 KiB does.
+        host = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        cpus = set().union(*host.allgather(sorted(os.sched_getaffinity(0))))
+        shared = host.size > len(cpus)
+        host.Free()
+        bcast = sorted(t["min_bytes"] for t in trials if t["collective"] == "Bcast")
+        assert bcast[0] == ((256 << 10) if shared else (32 << 10)), (shared, bcast)
     if comm.rank == 0:
         print(f"path trials {mode}: {len(trials)} classes, " + ", ".join(
             f"{t['collective']}@{t['min_bytes'] >> 10}K->{t['chosen']}" for t in trials))
