@@ -28,6 +28,21 @@
 #include <immintrin.h>
 #endif
 
+/* A float's bits and back, without breaking the aliasing rules. */
+static float float_of(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    return x;
+}
+
 static float half_to_float(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
@@ -46,15 +61,12 @@ static float half_to_float(uint16_t h)
         }
         bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
     }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+    return float_of(bits);
 }
 
 static uint16_t float_to_half(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
+    const uint32_t x = bits_of(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     const uint32_t absx = x & 0x7fffffffu;
     if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* nan: quiet, no payload */
@@ -76,18 +88,11 @@ static uint16_t float_to_half(float f)
     return (uint16_t)(sign | r);
 }
 
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
+static float bf16_to_float(uint16_t h) { return float_of((uint32_t)h << 16); }
 
 static uint16_t float_to_bf16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
+    uint32_t x = bits_of(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* nan: quieted, payload kept */
     x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
     return (uint16_t)(x >> 16);
