@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import TESTS_DIR, mpi_env, mpiexec_command
@@ -265,6 +266,26 @@ def test_bench_traffic_counts_reads_and_writes_of_the_busiest_rank() -> None:
     assert rank_traffic("allreduce", m, 4) == m + m // 4 + 2 * (3 * m // 4)
     assert rank_traffic("reduce_scatter_block", m, 4) == m + m // 4
     assert rank_traffic("scan", m, 4) is None and rank_traffic("barrier", 0, 4) is None
+
+
+@pytest.mark.parametrize("shape", [(1, 1024), (4, 256), (3, 1), (2, 5000), (16, 16)])
+def test_bench_stamp_writes_one_new_value_per_page_of_every_block(shape) -> None:
+    from pymcoll.cli.bench_cases import DTYPES, STAMP_BYTES, STAMP_SCALAR_MAX, make_stamp
+
+    for name in DTYPES:
+        dtype = np.dtype(name)
+        stride = max(1, STAMP_BYTES // dtype.itemsize)
+        arrays = [np.zeros(shape, dtype), np.full(shape, 7, dtype)]
+        untouched = [a.copy() for a in arrays]
+        stamp = make_stamp(arrays, dtype)
+        # both ways of stamping (element by element, numpy views) are exercised by these shapes
+        scalar = sum(a[:, ::stride].size for a in arrays) <= STAMP_SCALAR_MAX
+        for tick in range(1, 203):
+            stamp()
+            for a, before in zip(arrays, untouched):
+                want = before.copy()
+                want[:, ::stride] = 1 + tick % 100
+                assert np.array_equal(a, want), (name, shape, tick, scalar)
 
 
 def test_bench_call_forms_reject_an_unknown_mode() -> None:
