@@ -1,4 +1,5 @@
-"""Reduce by single copy: slices stored into the root chunk by chunk as they are reduced."""
+"""Single-copy reductions: Reduce storing slices into the root chunk by chunk as they are reduced,
+and results written with streaming stores."""
 
 from __future__ import annotations
 
@@ -16,4 +17,13 @@ def test_heap_buffers_take_the_stores_too(mpirun) -> None:
     # The root's result in the shared heap: each chunk is a plain store, no system call.
     proc = mpirun(2, "reduce_single_copy", "--heap", env={"PYMCOLL_TIMEOUT": "120", "PYMCOLL_COPY": "direct",
                                                 "PYMCOLL_HEAP_SIZE": "256M"}, timeout=600)
+    assert " 0 failed" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("n", [2, 3], ids=["np2", "np3"])
+def test_streamed_results_match_numpy_around_blocks_lines_and_chunks(n: int, mpirun) -> None:
+    # Results from 64 bytes on go out with streaming stores: every size, alignment and form takes
+    # that path (at 3 ranks the last input's pass streams, after two passes through the cache).
+    proc = mpirun(n, "reduce_streamed", env={"PYMCOLL_TIMEOUT": "120", "PYMCOLL_COPY": "cma",
+                                             "PYMCOLL_STREAM_MIN": "64"}, timeout=600)
     assert " 0 failed" in proc.stdout, proc.stdout

@@ -48,6 +48,34 @@ int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes)
     return PMC_ERR_MISMATCH;
 }
 
+/* A block of results made in this stack buffer, then streamed out whole. */
+#define STREAM_BLOCK 4096
+
+/* out = lhs op rhs (m elements), the results written with streaming stores
+ * in whole aligned lines: a result this large leaves the cache before it is
+ * read, and a plain store first reads every line of it in. out may be lhs. */
+static void reduce_to_streamed(void *out, const void *lhs, const void *rhs, uint64_t m, uint64_t esize, int dtype,
+                               int rop)
+{
+    unsigned char *o = out;
+    const unsigned char *l = lhs, *r = rhs;
+    const uint64_t to_line = (64 - ((uintptr_t)o & 63)) & 63;
+    if (to_line % esize != 0) { /* elements straddle the lines: no whole lines to stream */
+        pmc_reduce_to(out, lhs, rhs, m, dtype, rop);
+        return;
+    }
+    const uint64_t head = to_line / esize < m ? to_line / esize : m, per = STREAM_BLOCK / esize;
+    pmc_reduce_to(o, l, r, head, dtype, rop);
+    o += head * esize, l += head * esize, r += head * esize, m -= head;
+    _Alignas(64) unsigned char block[STREAM_BLOCK];
+    for (; m >= per; m -= per, o += STREAM_BLOCK, l += STREAM_BLOCK, r += STREAM_BLOCK) {
+        pmc_reduce_to(block, l, r, per, dtype, rop);
+        pmc_stream_lines(o, block, STREAM_BLOCK);
+    }
+    pmc_reduce_to(o, l, r, m, dtype, rop);
+    pmc_stream_fence();
+}
+
 /* Input r's elements [a, a + m): this rank's own (`own`), a peer's read in
  * place in the shared heap (*direct set), or fetched into buf. */
 static int chunk_input(pmc_op *op, uint64_t s, int r, const unsigned char *own, uint64_t a, uint64_t m,
@@ -73,7 +101,7 @@ static int chunk_input(pmc_op *op, uint64_t s, int r, const unsigned char *own, 
 }
 
 int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
-                        void *tmp, int dtype, int rop)
+                        void *tmp, int dtype, int rop, int stream)
 {
     pmc_node *n = &op->c->node_ctx;
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = PMC_CMA_REDUCE_CHUNK / esize;
@@ -96,7 +124,8 @@ int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint
         if (rc == PMC_OK) rc = chunk_input(op, s, 0, in, a, m, esize, p1 == tmp ? acc : tmp, &p0, &direct);
         if (rc == PMC_OK && direct) rc = pmc_node_copy_begin(n);
         if (rc != PMC_OK) return rc;
-        if (p0 == acc) pmc_reduce_into(acc, p1, m, dtype, rop);
+        if (stream && upto == 2) reduce_to_streamed(acc, p0, p1, m, esize, dtype, rop);
+        else if (p0 == acc) pmc_reduce_into(acc, p1, m, dtype, rop);
         else pmc_reduce_to(acc, p0, p1, m, dtype, rop);
         if (direct) pmc_node_copy_end(n);
         for (int r = 2; r < upto; ++r) {
@@ -105,7 +134,8 @@ int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint
             rc = chunk_input(op, s, r, in, a, m, esize, tmp, &p, &direct);
             if (rc == PMC_OK && direct) rc = pmc_node_copy_begin(n);
             if (rc != PMC_OK) return rc;
-            pmc_reduce_into(acc, p, m, dtype, rop);
+            if (stream && r == upto - 1) reduce_to_streamed(acc, acc, p, m, esize, dtype, rop);
+            else pmc_reduce_into(acc, p, m, dtype, rop);
             if (direct) pmc_node_copy_end(n);
         }
     }

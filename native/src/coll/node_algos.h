@@ -194,9 +194,10 @@ int pmc_cma_expect_len(pmc_op *op, int peer, uint64_t s, uint64_t bytes);
 #define PMC_CMA_REDUCE_CHUNK ((uint64_t)512 << 10)
 /* Elements [lo, hi) of the inputs local ranks 0 .. upto-1 exposed at step s
  * (this rank's own from send), combined in rank order into out (hi - lo
- * elements); tmp holds PMC_CMA_REDUCE_CHUNK bytes. */
+ * elements); tmp holds PMC_CMA_REDUCE_CHUNK bytes. stream: out is a result
+ * the caller does not read back, written with streaming stores. */
 int pmc_cma_reduce_from(pmc_op *op, uint64_t s, int upto, const void *send, uint64_t lo, uint64_t hi, void *out,
-                        void *tmp, int dtype, int rop);
+                        void *tmp, int dtype, int rop, int stream);
 int pmc_bcast_node_cma(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, int root);
 int pmc_gather_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                         const uint64_t *counts, const uint64_t *displs, int root);

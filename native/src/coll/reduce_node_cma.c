@@ -22,7 +22,7 @@ static int reduce_chunks(pmc_op *op, uint64_t s, const void *send, uint64_t lo, 
     const uint64_t esize = (uint64_t)pmc_dtype_size(dtype), per = PMC_CMA_REDUCE_CHUNK / esize;
     for (uint64_t a = lo; a < hi; a += per) {
         const uint64_t m = hi - a < per ? hi - a : per;
-        int rc = pmc_cma_reduce_from(op, s, n->local_size, send, a, a + m, acc, tmp, dtype, rop);
+        int rc = pmc_cma_reduce_from(op, s, n->local_size, send, a, a + m, acc, tmp, dtype, rop, 0);
         if (rc != PMC_OK) return rc;
         if (n->local_rank == root) {
             memcpy(out + (a - lo) * esize, acc, m * esize);
@@ -68,7 +68,8 @@ int pmc_reduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
         unsigned char *tmp = f->p;
         const int rc = through_acc
                            ? reduce_chunks(op, f->aux, send, lo, hi, out, root, tmp + PMC_CMA_REDUCE_CHUNK, tmp, dtype, rop)
-                           : pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, out, tmp, dtype, rop);
+                           : pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, out, tmp, dtype, rop,
+                                                 (hi - lo) * esize >= n->stream_min);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;

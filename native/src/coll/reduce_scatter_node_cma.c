@@ -8,6 +8,7 @@
 
 #include "../comm.h"
 #include "node_algos.h"
+#include "../node/bulk_copy.h"
 
 int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t block,
                                 const uint64_t *counts, int dtype, int rop)
@@ -22,6 +23,8 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
      * read: in place (recv == send), or a slice of its own input (Allreduce in place). */
     const uintptr_t in_at = (uintptr_t)send, out_at = (uintptr_t)recv;
     const int in_place = hi > lo && out_at < in_at + total * esize && in_at < out_at + (hi - lo) * esize;
+    /* The call's own result, not a step of an Allreduce whose slices the others read next. */
+    const int final = op->a.coll == PMC_COLL_REDUCE_SCATTER || op->a.coll == PMC_COLL_REDUCE_SCATTER_BLOCK;
     PMC_CO_BEGIN(f);
     f->aux = n->step + 1;
     f[1].aux = f->aux;
@@ -37,7 +40,7 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     {
         unsigned char *tmp = f->p;
         int rc = pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, in_place ? tmp + PMC_CMA_REDUCE_CHUNK : recv, tmp,
-                                     dtype, rop);
+                                     dtype, rop, !in_place && final && (hi - lo) * esize >= n->stream_min);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
@@ -45,7 +48,9 @@ int pmc_reduce_scatter_node_cma(pmc_op *op, pmc_frame *f, const void *send, void
     }
     pmc_node_post(n, PMC_FLAG_ACK, f->aux);
     PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, L - 1, f->aux));
-    if (in_place && hi > lo) memcpy(recv, (unsigned char *)f->p + PMC_CMA_REDUCE_CHUNK, (hi - lo) * esize);
+    if (in_place && hi > lo)
+        pmc_bulk_copy(recv, (unsigned char *)f->p + PMC_CMA_REDUCE_CHUNK, (hi - lo) * esize,
+                      final ? n->stream_min : UINT64_MAX);
     n->step = f->aux;
     PMC_CO_END(f);
 }

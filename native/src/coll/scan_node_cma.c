@@ -37,7 +37,7 @@ int pmc_scan_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, ui
         int rc = PMC_OK;
         if (upto > 0)
             rc = pmc_cma_reduce_from(op, f->aux, upto, send, 0, count, in_place ? tmp + PMC_CMA_REDUCE_CHUNK : recv,
-                                     tmp, dtype, rop);
+                                     tmp, dtype, rop, 0);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;

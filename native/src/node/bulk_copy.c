@@ -39,6 +39,33 @@ static void copy_streaming(unsigned char *d, const unsigned char *s, uint64_t n)
 }
 #endif
 
+void pmc_stream_lines(void *dst, const void *src, uint64_t n)
+{
+#if defined(__x86_64__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (uint64_t i = 0; i + 64 <= n; i += 64) {
+        const __m128i a = _mm_load_si128((const __m128i *)(const void *)(s + i));
+        const __m128i b = _mm_load_si128((const __m128i *)(const void *)(s + i + 16));
+        const __m128i c = _mm_load_si128((const __m128i *)(const void *)(s + i + 32));
+        const __m128i e = _mm_load_si128((const __m128i *)(const void *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(d + i), a);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+    }
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+void pmc_stream_fence(void)
+{
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+}
+
 void pmc_bulk_copy(void *dst, const void *src, uint64_t n, uint64_t stream_min)
 {
 #if defined(__x86_64__)

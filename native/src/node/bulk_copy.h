@@ -15,6 +15,12 @@
  * flag that tells a peer "done") when it returns. */
 void pmc_bulk_copy(void *dst, const void *src, uint64_t n, uint64_t stream_min);
 
+/* Copies n bytes (a multiple of 64) from src to dst, both 64-byte aligned,
+ * with streaming stores and no fence: a run of such copies ends with
+ * pmc_stream_fence() before anything tells a peer the bytes are there. */
+void pmc_stream_lines(void *dst, const void *src, uint64_t n);
+void pmc_stream_fence(void);
+
 /* One chunk of a message of `total` bytes copied out of the cells into its
  * destination: streamed when the whole message would be (total at least
  * stream_min), so that a large message read chunk by chunk does not first
