@@ -259,8 +259,9 @@ OPTIONS: dict[str, Option] = {
                "bytes of the shared heap per node for pymcoll.alloc() (each local rank gets an equal "
                "share); collectives on heap arrays copy once, with no system call"),
         Option("PYMCOLL_STREAM_MIN", "auto", parse_auto_size,
-               "smallest copy of a rank's own block (single copy), or of any block through the shared "
-               "heap, written with streaming (non-temporal) stores on x86-64, which skip reading the "
+               "smallest copy of a rank's own block (single copy), of any block through the shared "
+               "heap, or result of a single-copy Reduce_scatter on a rank, written with streaming "
+               "(non-temporal) stores on x86-64, which skip reading the "
                "destination into the cache; auto: the last-level cache over twice the node's ranks, "
                "at least 1 MiB (8 MiB for 2 ranks on a 32 MiB cache); 'off' copies with memcpy at "
                "every size; may differ between ranks"),

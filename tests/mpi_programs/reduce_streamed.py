@@ -1,6 +1,6 @@
-"""Single-copy Reduce_scatter(_block) and Reduce whose results are written with
-streaming stores (run with PYMCOLL_STREAM_MIN below the results' sizes and
-PYMCOLL_COPY=cma): results one element short of, at and past the 4 KiB blocks
+"""Single-copy Reduce_scatter(_block), whose results are written with streaming
+stores, and Reduce beside it (run with PYMCOLL_STREAM_MIN below the results'
+sizes and PYMCOLL_COPY=cma): results one element short of, at and past the 4 KiB blocks
 the stores go out in and the 512 KiB chunks the inputs are fetched in; result
 buffers at a line boundary, one element past it and one byte past it (elements
 that straddle lines); integer, floating and complex elements; in place and

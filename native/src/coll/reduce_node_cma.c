@@ -68,8 +68,7 @@ int pmc_reduce_node_cma(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
         unsigned char *tmp = f->p;
         const int rc = through_acc
                            ? reduce_chunks(op, f->aux, send, lo, hi, out, root, tmp + PMC_CMA_REDUCE_CHUNK, tmp, dtype, rop)
-                           : pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, out, tmp, dtype, rop,
-                                                 (hi - lo) * esize >= n->stream_min);
+                           : pmc_cma_reduce_from(op, f->aux, L, send, lo, hi, out, tmp, dtype, rop, 0);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
