@@ -50,10 +50,8 @@ def expected(seed: int, n: int, total: int, dtype: np.dtype, fn) -> np.ndarray:
     return acc
 
 
-def body() -> None:
-    world = MPI.COMM_WORLD
-    comm = pymcoll.Comm(world)
-    verdicts = world.Dup()
+def run_cases(comm: pymcoll.Comm, verdicts: MPI.Comm) -> tuple[int, list[str]]:
+    """Every case on every rank; returns how many ran and the failures every rank saw."""
     n, rank = comm.Get_size(), comm.Get_rank()
     bad: list[str] = []
     ran = 0
@@ -97,9 +95,16 @@ def body() -> None:
                         f"{form} {name} {block}/rank shift {shift}: "
                         + ("wrong result " if not got_ok else "") + ("wrote outside " if not guards_ok else ""))
                     bad += [f"rank {r}: {p}" for r, p in enumerate(verdicts.allgather(problem)) if p]
-    report_cases(rank, n, ran, bad)
+    return ran, bad
+
+
+def body() -> None:
+    world = MPI.COMM_WORLD
+    verdicts = world.Dup()
+    with pymcoll.Comm(world) as comm:
+        ran, bad = run_cases(comm, verdicts)
     verdicts.Free()
-    comm.Free()
+    report_cases(world.rank, world.size, ran, bad)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,10 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 
-static void copy_streaming(unsigned char *d, const unsigned char *s, uint64_t n)
+/* Streams the whole 64-byte runs of n bytes from s to a 16-byte-aligned d,
+ * unfenced; returns the bytes done. */
+static uint64_t stream_run(unsigned char *d, const unsigned char *s, uint64_t n)
 {
-    /* Streaming stores want an aligned destination; the source may be anywhere. */
-    const uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    memcpy(d, s, head);
-    d += head;
-    s += head;
-    n -= head;
     uint64_t i = 0;
     for (; i + 64 <= n; i += 64) {
         const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
@@ -32,6 +28,18 @@ static void copy_streaming(unsigned char *d, const unsigned char *s, uint64_t n)
         _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
         _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
     }
+    return i;
+}
+
+static void copy_streaming(unsigned char *d, const unsigned char *s, uint64_t n)
+{
+    /* Streaming stores want an aligned destination; the source may be anywhere. */
+    const uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    const uint64_t i = stream_run(d, s, n);
     memcpy(d + i, s + i, n - i);
     /* Streaming stores are weakly ordered: without the fence a peer told
      * "done" by a later flag store could still read the old bytes. */
@@ -42,18 +50,7 @@ static void copy_streaming(unsigned char *d, const unsigned char *s, uint64_t n)
 void pmc_stream_lines(void *dst, const void *src, uint64_t n)
 {
 #if defined(__x86_64__)
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    for (uint64_t i = 0; i + 64 <= n; i += 64) {
-        const __m128i a = _mm_load_si128((const __m128i *)(const void *)(s + i));
-        const __m128i b = _mm_load_si128((const __m128i *)(const void *)(s + i + 16));
-        const __m128i c = _mm_load_si128((const __m128i *)(const void *)(s + i + 32));
-        const __m128i e = _mm_load_si128((const __m128i *)(const void *)(s + i + 48));
-        _mm_stream_si128((__m128i *)(void *)(d + i), a);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
-    }
+    (void)stream_run(dst, src, n);
 #else
     memcpy(dst, src, n);
 #endif
