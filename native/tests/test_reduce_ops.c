@@ -70,6 +70,15 @@ static int same(const unsigned char *x, const unsigned char *y, int dtype, uint6
     return memcmp(x + i * size, y + i * size, size) == 0;
 }
 
+/* Frees four buffers, any of which may be NULL. */
+static void free_four(void *a, void *b, void *c, void *d)
+{
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
 /* k inputs of n elements (input j at j * stride), shifted by `shift`
  * elements from an allocation's start and the result by the other of 0 and
  * 1 (each vector loop then meets other alignments); the one-pass result
@@ -161,10 +170,7 @@ static void check_half_paths(void)
              *want = malloc(N * sizeof(uint16_t)), *got = malloc((N + 1) * sizeof(uint16_t));
     if (lhs == NULL || rhs == NULL || want == NULL || got == NULL) {
         CHECK(0, "out of memory");
-        free(lhs);
-        free(rhs);
-        free(want);
-        free(got);
+        free_four(lhs, rhs, want, got);
         return;
     }
     if (!pmc_reduce_half_vector_available())
@@ -218,16 +224,61 @@ static void check_half_paths(void)
         pmc_reduce_half_portable(&r, &a2[i], &b2[i], 1, PMC_OP_SUM, 1);
         CHECK(r == r2[i], "bfloat16 0x%04x + 0x%04x: 0x%04x, want 0x%04x", a2[i], b2[i], r, r2[i]);
     }
-    free(lhs);
-    free(rhs);
-    free(want);
-    free(got);
+    free_four(lhs, rhs, want, got);
+}
+
+/* Buffers off their elements' alignment (byte offsets 1 and 3, as a numpy
+ * view at an odd offset gives): the same results as aligned copies, in place
+ * too, past the 2 KiB blocks such buffers are combined in; nothing around
+ * the result written. */
+static void check_unaligned(int dtype, int op, uint64_t n)
+{
+    const uint64_t size = (uint64_t)pmc_dtype_size(dtype), bytes = n * size;
+    unsigned char *lhs = malloc((size_t)bytes + 8), *rhs = malloc((size_t)bytes + 8),
+                  *want = malloc((size_t)bytes + 8), *got = malloc((size_t)bytes + 2 * GUARD);
+    if (lhs == NULL || rhs == NULL || want == NULL || got == NULL) {
+        CHECK(0, "out of memory");
+        free_four(lhs, rhs, want, got);
+        return;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+        put(lhs, dtype, i, op == PMC_OP_PROD ? (int)(i % 3) - 1 + (i % 3 == 1) : (int)(i % 7) - 3);
+        put(rhs, dtype, i, op == PMC_OP_PROD ? 2 - (int)(i % 2) : (int)((i * 5) % 7) - 3);
+    }
+    pmc_reduce_to(want, lhs, rhs, n, dtype, op); /* all three from malloc: aligned */
+    unsigned char *a = lhs + 1, *b = rhs + 3, *out = got + GUARD + 1;
+    memmove(a, lhs, (size_t)bytes);
+    memmove(b, rhs, (size_t)bytes);
+    memset(got, 0xA5, (size_t)bytes + 2 * GUARD);
+    pmc_reduce_to(out, a, b, n, dtype, op);
+    uint64_t bad = n;
+    for (uint64_t i = 0; i < n && bad == n; ++i)
+        if (!same(out, want, dtype, i)) bad = i;
+    CHECK(bad == n, "unaligned pmc_reduce_to dtype %d op %d n=%llu: element %llu differs", dtype, op,
+          (unsigned long long)n, (unsigned long long)bad);
+    CHECK(t_verify_const(got, GUARD + 1, 0xA5) < 0 && t_verify_const(out + bytes, GUARD - 1, 0xA5) < 0,
+          "unaligned pmc_reduce_to dtype %d op %d n=%llu: a byte around the result changed", dtype, op,
+          (unsigned long long)n);
+    pmc_reduce_into(a, b, n, dtype, op);
+    bad = n;
+    for (uint64_t i = 0; i < n && bad == n; ++i)
+        if (!same(a, want, dtype, i)) bad = i;
+    CHECK(bad == n, "unaligned pmc_reduce_into dtype %d op %d n=%llu: element %llu differs", dtype, op,
+          (unsigned long long)n, (unsigned long long)bad);
+    free_four(lhs, rhs, want, got);
 }
 
 int main(void)
 {
     check_known_values();
     check_half_paths();
+    for (int dtype = 0; dtype < PMC_DT_COUNT; ++dtype)
+        for (int op = 0; op < PMC_OP_COUNT; ++op)
+            if (pmc_op_valid(dtype, op)) {
+                check_unaligned(dtype, op, 1);
+                check_unaligned(dtype, op, 37);
+                check_unaligned(dtype, op, 2048 / (uint64_t)pmc_dtype_size(dtype) * 2 + 3);
+            }
     const uint64_t lengths[] = {0, 1, 3, 15, 16, 17, 64, 255, MAX_N};
     const int quick = getenv("PMC_TEST_QUICK") != NULL;
     for (int dtype = 0; dtype < PMC_DT_COUNT; ++dtype)

@@ -123,14 +123,46 @@ static PMC_ALWAYS_INLINE void combine(void *out, const void *lhs, const void *rh
     }
 }
 
-void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
+/* The alignment the kernels' typed loads and stores assume for an element. */
+static uintptr_t element_align(int dtype)
 {
-    combine(acc, acc, in, n, dtype, op);
+    switch (dtype) {
+    case PMC_DT_COMPLEX64: return _Alignof(float);
+    case PMC_DT_COMPLEX128: return _Alignof(double);
+    case PMC_DT_LONGDOUBLE: return _Alignof(long double);
+    case PMC_DT_CLONGDOUBLE: return _Alignof(long double complex);
+    default: return pmc_dtype_size(dtype) > 0 ? (uintptr_t)pmc_dtype_size(dtype) : 1;
+    }
+}
+
+/* A user may pass buffers that are not aligned for their elements (a numpy
+ * view at an odd byte offset): those are combined through aligned stack
+ * blocks, since the typed kernels may not touch them in place. */
+static void combine_unaligned(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op)
+{
+    _Alignas(64) unsigned char a[2048], b[2048];
+    const uint64_t es = (uint64_t)pmc_dtype_size(dtype), per = sizeof(a) / es;
+    for (uint64_t i = 0; i < n; i += per) {
+        const uint64_t m = n - i < per ? n - i : per;
+        memcpy(a, (const unsigned char *)lhs + i * es, m * es);
+        memcpy(b, (const unsigned char *)rhs + i * es, m * es);
+        combine(a, a, b, m, dtype, op);
+        memcpy((unsigned char *)out + i * es, a, m * es);
+    }
 }
 
 void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op)
 {
-    combine(out, lhs, rhs, n, dtype, op);
+    const uintptr_t mask = element_align(dtype) - 1;
+    if ((((uintptr_t)out | (uintptr_t)lhs | (uintptr_t)rhs) & mask) != 0 && n > 0)
+        combine_unaligned(out, lhs, rhs, n, dtype, op);
+    else
+        combine(out, lhs, rhs, n, dtype, op);
+}
+
+void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op)
+{
+    pmc_reduce_to(acc, acc, in, n, dtype, op);
 }
 
 void pmc_reduce_strided(void *out, const void *first, uint64_t stride, int k, int own, const void *own_at, uint64_t n,
