@@ -22,8 +22,10 @@ def test_heap_buffers_take_the_stores_too(mpirun) -> None:
 
 @pytest.mark.parametrize("n", [2, 3], ids=["np2", "np3"])
 def test_streamed_results_match_numpy_around_blocks_lines_and_chunks(n: int, mpirun) -> None:
-    # Results from 64 bytes on go out with streaming stores: every size, alignment and form takes
-    # that path (at 3 ranks the last input's pass streams, after two passes through the cache).
+    # Reduce_scatter results from 64 bytes on go out with streaming stores (at 3 ranks the last
+    # input's pass streams): results on a line and one element past it stream after a short head,
+    # one byte past it (elements straddling lines) takes the plain kernel, the in-place form streams
+    # its final copy, and Reduce (plain stores) runs beside them under the same settings.
     proc = mpirun(n, "reduce_streamed", env={"PYMCOLL_TIMEOUT": "120", "PYMCOLL_COPY": "cma",
                                              "PYMCOLL_STREAM_MIN": "64"}, timeout=600)
     assert " 0 failed" in proc.stdout, proc.stdout
