@@ -142,6 +142,29 @@ int pmc_node_buffer_claim(pmc_op *op, pmc_frame *f, uint64_t bytes)
     return PMC_OK;
 }
 
+int pmc_node_ring_claim(pmc_op *op, pmc_frame *f, uint64_t bytes, uint64_t steps)
+{
+    pmc_comm *c = op->c;
+    pmc_node *n = &c->node_ctx;
+    const uint64_t slots = pmc_ring_cells(n);
+    const uint64_t slot = (c->data_bytes / slots) & ~(uint64_t)63;
+    if (n->local_size == 1 || bytes > slot) {
+        int rc = pmc_node_buffer_claim(op, f, bytes);
+        f->aux = f->base;
+        return rc;
+    }
+    f->base = n->step;
+    pmc_node_use_layout(n, PMC_LAYOUT_NODERING, f->base);
+    /* Every local rank makes the same calls in the same order, so each
+     * counts the slots alike; a slot is free once every rank acknowledged
+     * its last call there (or everything before the layout began). */
+    const uint64_t k = n->ring_next++ % slots;
+    f->aux = n->cell_last[k];
+    n->cell_last[k] = f->base + steps;
+    f->p = n->seg.data + k * slot;
+    return PMC_OK;
+}
+
 int pmc_lane_share(pmc_op *op, pmc_frame *f, void *buf)
 {
     pmc_comm *c = op->c;

@@ -75,6 +75,14 @@ unsigned char *pmc_node_buffer(pmc_comm *c, uint64_t bytes);
  * once every local rank is done with the calls before). */
 int pmc_node_buffer_claim(pmc_op *op, pmc_frame *f, uint64_t bytes);
 
+/* The lanes' tree's start: like pmc_node_buffer_claim, but a message of
+ * at most a slot (the data area over pmc_ring_cells()) takes the next slot
+ * of a ring, so that a rank that finished a call starts the next ones while
+ * others still read theirs, as an eager protocol lets it. The call ends at
+ * f->base + steps. The caller then waits for PMC_FLAG_ACK at f->aux: the
+ * slot's previous call (f->base for the whole buffer). */
+int pmc_node_ring_claim(pmc_op *op, pmc_frame *f, uint64_t bytes, uint64_t steps);
+
 /* Copies the blocks of every node between nodebuf, where they lie in node
  * order from node `first` (cyclic), each node's ranks by local rank, and
  * ranks, in rank order: to_ranks = 1 from nodebuf to ranks, 0 back. */

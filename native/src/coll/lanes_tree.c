@@ -11,7 +11,14 @@
  * ranges behind it, and the lane below the parent sends the whole range up;
  * the root copies the result out into rank order. A node's depth is
  * log_{L+1} of its distance from the root's node, against log_2 for one
- * leader per node. */
+ * leader per node.
+ *
+ * Calls whose node buffer fits a slot of the node's ring take the next slot
+ * (pmc_node_ring_claim): a rank waits only until its node is done with that
+ * slot's previous call, so in a loop the ranks run calls ahead of each other
+ * instead of meeting at every call. Measured back to back across test-bed
+ * hosts (1 CPU per host, 2 ranks each, 8 B): 3 hosts, Bcast 30 -> 20 us per
+ * call, Scatter 30 -> 20-22, Gather 30 -> 17; 2 hosts 11-17 -> 10. */
 #include <string.h>
 
 #include "hier.h"
@@ -121,13 +128,13 @@ int pmc_lanes_tree_down(pmc_op *op, pmc_frame *f, const void *send, void *recv, 
     /* f->peers[0]: the local rank that fills the node buffer. */
     PMC_CO_BEGIN(f);
     {
-        int rc = pmc_node_buffer_claim(op, f, blocks ? (uint64_t)c->size * block : block);
+        int rc = pmc_node_ring_claim(op, f, blocks ? (uint64_t)c->size * block : block, 1);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
         }
     }
-    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
+    PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, n->local_size - 1, f->aux));
     f->peers[0] = t.v == 0 ? root_local : t.up_lane;
     if (t.v == 0 && me == root_local) {
         if (blocks) pmc_nodes_reorder(c, f->p, (unsigned char *)(uintptr_t)send, block, t.root_node, 0);
@@ -171,13 +178,13 @@ int pmc_lanes_tree_up(pmc_op *op, pmc_frame *f, const void *send, void *recv, ui
     /* f->peers[0]: the local rank that sends the range up (root's node: the root). */
     PMC_CO_BEGIN(f);
     {
-        int rc = pmc_node_buffer_claim(op, f, (uint64_t)c->size * block);
+        int rc = pmc_node_ring_claim(op, f, (uint64_t)c->size * block, 2);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
         }
     }
-    PMC_AWAIT(f, pmc_op_wait(op, PMC_FLAG_ACK, n->others, n->local_size - 1, f->base));
+    PMC_AWAIT(f, pmc_op_wait_acked(op, n->others, n->local_size - 1, f->aux));
     memcpy((unsigned char *)f->p + (uint64_t)me * block, send, block);
     if (shared) pmc_node_post(n, PMC_FLAG_SEQ, f->base + 1);
     if (pmc_lane_of(c) >= 0) {

@@ -32,6 +32,9 @@ enum {
     PMC_LAYOUT_PAGE_CELLS,
     /* The lane algorithms' node buffer: the whole area, one use per call. */
     PMC_LAYOUT_NODEBUF,
+    /* The lanes' tree's node buffers for messages that fit a slot: a ring
+     * of pmc_ring_cells() slots, so ranks run calls ahead of each other. */
+    PMC_LAYOUT_NODERING,
     /* + root: the root writes every sub-region, so a new root starts a new
      * layout (its writes' cells are tracked by the writer only). */
     PMC_LAYOUT_SCATTER
@@ -80,6 +83,7 @@ typedef struct pmc_node {
      * its last write there, or the layout's start, to which a switch resets
      * every cell (everything before a switch must be read first). */
     uint64_t cell_last[PMC_MAX_CELLS];
+    uint64_t ring_next;     /* calls of the current layout that took a ring slot (PMC_LAYOUT_NODERING) */
     /* Every other local rank's acknowledgement was at least this when last
      * read (once others_acked_read is set): flags only grow, so a writer
      * that needs no more reads no flag (a flag another core writes on every
@@ -117,6 +121,7 @@ static inline uint64_t pmc_node_use_layout(pmc_node *n, int layout, uint64_t bas
         n->layout = layout;
         n->layout_step = base;
         for (int c = 0; c < PMC_MAX_CELLS; ++c) n->cell_last[c] = base;
+        n->ring_next = 0;
         /* Read the flags afresh: collectives of other layouts may have run
          * the steps 2^40 a call past it, far enough to wrap a comparison. */
         n->others_acked_read = 0;
