@@ -34,6 +34,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -405,6 +406,9 @@ def runs() -> list[tuple[Path, dict[str, Any]]]:
     """The bench_lanes runs on test-bed hosts: (path, its JSON)."""
     out = []
     for path in sorted(glob.glob(str(RESULTS / "lanes_np*_hosts*.json"))):
+        # The recorded sets only (lanes_np4_hosts2_1gbit), not their variants (a _steady suffix).
+        if not re.fullmatch(r"lanes_np\d+_hosts\d+_\w+?bit", Path(path).stem):
+            continue
         data = json.loads(Path(path).read_text())
         if data["header"].get("hosts") and not data["header"].get("check_only"):
             out.append((Path(path), data))
