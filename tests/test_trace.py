@@ -181,16 +181,19 @@ LEADER = dict(NODES2, **{f"PYMCOLL_{c.upper()}_ALGORITHM": "leader" for c in ("B
     (2, {"PYMCOLL_SHM": "off"}, [("Allreduce:64", "mpi"), ("Bcast:64", "mpi"), ("Gather:64", "mpi")]),
     # Two virtual nodes: the lanes where they serve; Gatherv, Allgatherv and a Gather
     # larger than the lanes' tree holds (4 x 2 MiB > the 4 MiB segment) go to MPI. A Reduce
-    # up to 32 KiB goes up the single leader (the lanes' exchange would be one round), a
-    # larger one takes the lanes.
+    # of up to 1 KiB per rank gathers the inputs at the root through MPI; up to 32 KiB it
+    # goes up the single leader (the lanes' exchange would be one round), a larger one takes
+    # the lanes.
     (4, NODES2, [("Bcast:64", "lanes"), ("Allreduce:64", "lanes"), ("Gather:64", "lanes"),
                  ("Alltoall:64", "lanes"), ("Reduce_scatter_block:64", "lanes"), ("Gatherv:64", "mpi"),
                  ("Allgatherv:64", "mpi"), ("Gather:2097152", "mpi"), ("Scatter:2097152", "mpi"),
-                 ("Reduce:64", "leader"), ("Reduce:32768", "leader"), ("Reduce:32776", "lanes")]),
+                 ("Reduce:64", "mpi"), ("Reduce:1024", "mpi"), ("Reduce:1032", "leader"),
+                 ("Reduce:32768", "leader"), ("Reduce:32776", "lanes")]),
     # Asked for, the lanes serve a small Reduce too; 3 nodes of one rank (1 lane) fold in
-    # the lanes' exchange, so a small Reduce stays on the lanes by default there.
+    # the lanes' exchange: a small Reduce still gathers at the root (which follows the
+    # exchange's order), a larger one stays on the lanes.
     (4, dict(NODES2, PYMCOLL_REDUCE_ALGORITHM="lanes"), [("Reduce:64", "lanes")]),
-    (3, {"PYMCOLL_NODE_SIZE": "1"}, [("Reduce:64", "lanes"), ("Allreduce:64", "lanes")]),
+    (3, {"PYMCOLL_NODE_SIZE": "1"}, [("Reduce:64", "mpi"), ("Reduce:2048", "lanes"), ("Allreduce:64", "lanes")]),
     # One leader per node, where asked for, and for the collectives that have only that.
     (4, LEADER, [("Bcast:64", "leader"), ("Allreduce:64", "leader"), ("Alltoall:64", "leader"),
                  ("Barrier:0", "leader"), ("Scan:64", "leader")]),

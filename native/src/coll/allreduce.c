@@ -29,6 +29,17 @@ static int reduce_by_leader(const pmc_comm *c, const pmc_args *a)
            pmc_allreduce_lanes_fits(c, bytes);
 }
 
+/* Whether a Reduce across nodes gathers every input at the root instead
+ * (pmc_reduce_gather_nodes): by default, while every rank's input together
+ * is small and Allreduce would take the lanes' exchange, whose order the
+ * root then follows. The other ranks do not wait for one another. */
+static int reduce_by_gather(const pmc_comm *c, const pmc_args *a)
+{
+    const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
+    return c->algorithm[a->coll] == PMC_ALGO_AUTO && bytes <= PMC_REDUCE_GATHER_MAX &&
+           bytes * (uint64_t)c->size <= PMC_REDUCE_GATHER_TOTAL_MAX && pmc_allreduce_lanes_fits(c, bytes);
+}
+
 /* Reduce across nodes: small vectors by the single leader (above) or the
  * lanes' exchange (the result lands on every node; ranks other than the root
  * keep it aside), large ones by the lane ring ending at the root's node. */
@@ -37,6 +48,7 @@ static int reduce_across(pmc_op *op, pmc_frame *f, const void *send, void *recv)
     pmc_comm *c = op->c;
     const pmc_args *a = &op->a;
     const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
+    if (reduce_by_gather(c, a)) return pmc_reduce_gather_nodes(op, f, send, recv);
     if (reduce_by_leader(c, a)) return pmc_reduce_hier(op, f, send, recv, a->count, a->dtype, a->op, a->root);
     if (!pmc_allreduce_lanes_fits(c, bytes))
         return pmc_allreduce_lanes_ring(op, f, send, recv, a->count, a->dtype, a->op, a->root);
@@ -115,7 +127,9 @@ int pmc_reduce_run(pmc_op *op)
         pmc_took(c, PMC_TRACE_ALGO_NODE);
         PMC_AWAIT(f, pmc_allreduce_node_slices(op, f + 1, send, a->recvbuf, a->count, a->dtype, a->op, a->root));
     } else {
-        pmc_took(c, reduce_by_leader(c, a) ? PMC_TRACE_ALGO_LEADER : PMC_TRACE_ALGO_LANES);
+        pmc_took(c, reduce_by_gather(c, a)   ? PMC_TRACE_ALGO_MPI
+                    : reduce_by_leader(c, a) ? PMC_TRACE_ALGO_LEADER
+                                             : PMC_TRACE_ALGO_LANES);
         PMC_AWAIT(f, reduce_across(op, f + 1, send, a->recvbuf));
     }
     PMC_CO_END(f);

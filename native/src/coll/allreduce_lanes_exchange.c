@@ -71,6 +71,32 @@ static void combine(unsigned char *buf, uint64_t vp, int first, int q, unsigned 
 /* Starts lane `lane`'s messages of round r: its node's partial to the
  * (lane+1)-th next member of the group, the (lane+1)-th previous member's
  * partial into that member's slot. */
+void pmc_allreduce_lanes_exchange_order(const pmc_comm *c, unsigned char *partials, uint64_t count, int dtype,
+                                        int rop)
+{
+    const int N = c->nnodes, R = c->lanes + 1;
+    const uint64_t bytes = count * (uint64_t)pmc_dtype_size(dtype);
+    const plan p = plan_of(N, R);
+    /* Node M+j folds into node j: own partial first. */
+    for (int j = 0; j + p.M < N; ++j)
+        pmc_reduce_into(partials + (uint64_t)j * bytes, partials + (uint64_t)(j + p.M) * bytes, count, dtype, rop);
+    for (int r = 0; r < p.rounds; ++r) {
+        int q, digit;
+        long stride;
+        round_of(&p, R, r, 0, &q, &stride, &digit);
+        /* Each group (the nodes whose digits differ only in this round's)
+         * combines its members' partials in digit order; every member
+         * then holds the sum, kept in the group's first member. */
+        for (long first = 0; first < p.M; ++first) {
+            if ((first / stride) % q != 0) continue;
+            unsigned char *acc = partials + (uint64_t)first * bytes;
+            for (int d = 1; d < q; ++d)
+                pmc_reduce_into(acc, partials + (uint64_t)(first + (long)d * stride) * bytes, count, dtype, rop);
+            for (int d = 1; d < q; ++d) memcpy(partials + (uint64_t)(first + (long)d * stride) * bytes, acc, bytes);
+        }
+    }
+}
+
 static int round_start(pmc_op *op, const plan *p, int R, int r, int lane, unsigned char *slots, uint64_t vp,
                        uint64_t bytes)
 {

@@ -55,6 +55,17 @@ int pmc_coll_mpi_flat(pmc_op *op, pmc_frame *f);
  * the root, or to all) and combine in rank order, which works for every
  * element type, bfloat16 included, and gives the same bits everywhere. */
 int pmc_reduce_mpi_gather(pmc_op *op, pmc_frame *f, const void *send, void *recv);
+/* Starts the gather of every rank's `bytes` of input into `all` (rank
+ * order) through the wrapped communicator: to the root for Reduce, to every
+ * rank otherwise; completed by pmc_op_mpi. */
+int pmc_reduce_inputs_start(pmc_op *op, const void *send, void *all, uint64_t bytes);
+/* Reduce across nodes by gathering every input at the root, which combines
+ * them as the nodes would: each node's inputs in local-rank order, then the
+ * node partials in the order of Allreduce's exchange over the lanes (on at
+ * most L+1 nodes: node order, the single leader's too), so the bits are
+ * Allreduce's. The other ranks go on once their input is sent, as with
+ * MPI's eager sends. */
+int pmc_reduce_gather_nodes(pmc_op *op, pmc_frame *f, const void *send, void *recv);
 
 /* Combines nblocks consecutive blocks of `count` elements in block order into out. */
 void pmc_combine_blocks(void *out, const unsigned char *blocks, int nblocks, uint64_t count, int dtype, int rop);

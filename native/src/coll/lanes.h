@@ -37,6 +37,14 @@ static inline int pmc_lane_of(const pmc_comm *c)
 /* Largest Reduce that goes up the single leader by default where the lanes'
  * exchange would be one round (coll/allreduce.c). */
 #define PMC_REDUCE_LEADER_MAX ((uint64_t)32 << 10)
+/* Largest Reduce that goes to the root in one gather by default: per rank,
+ * and every rank's input together (coll/allreduce.c). The gather carries
+ * every rank's vector across the links where the leaders carry one per node:
+ * on test-bed hosts at 1 Gbit/s, 4 ranks on 2 hosts, 0.43-0.54x MPICH's
+ * time at 8-512 B (the single leader 0.95-1.2x), but 1.5-1.7x at 2 KiB
+ * (the leader 0.9). */
+#define PMC_REDUCE_GATHER_MAX ((uint64_t)1 << 10)
+#define PMC_REDUCE_GATHER_TOTAL_MAX ((uint64_t)16 << 10)
 
 /* Whether the lane algorithms serve collective `coll` across nodes (the
  * single-leader hierarchy when PYMCOLL_<COLL>_ALGORITHM=leader). */
@@ -115,6 +123,11 @@ int pmc_bcast_lanes_sliced(pmc_op *op, pmc_frame *f, void *buf, uint64_t bytes, 
 int pmc_allreduce_lanes_fits(const pmc_comm *c, uint64_t bytes);
 int pmc_allreduce_lanes_exchange(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                                  int rop);
+/* Combines the nnodes node partials (consecutive, `count` elements each) in
+ * the exchange's order, so that partials[0] holds the exchange's bits: the
+ * folds, then each round's groups in digit order. Overwrites the others. */
+void pmc_allreduce_lanes_exchange_order(const pmc_comm *c, unsigned char *partials, uint64_t count, int dtype,
+                                        int rop);
 /* root >= 0: Reduce to that rank (recv is read there only). */
 int pmc_allreduce_lanes_ring(pmc_op *op, pmc_frame *f, const void *send, void *recv, uint64_t count, int dtype,
                              int rop, int root);

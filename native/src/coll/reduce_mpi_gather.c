@@ -36,7 +36,7 @@ static void combine_range(void *out, const unsigned char *all, uint64_t per_rank
     for (int r = first + 1; r < last; ++r) pmc_reduce_into(out, all + ((uint64_t)r * per_rank + lo) * esize, len, dtype, rop);
 }
 
-static int start(pmc_op *op, const void *send, void *all, uint64_t bytes)
+int pmc_reduce_inputs_start(pmc_op *op, const void *send, void *all, uint64_t bytes)
 {
     pmc_comm *c = op->c;
     pmc_mpi_count n;
@@ -71,7 +71,7 @@ int pmc_reduce_mpi_gather(pmc_op *op, pmc_frame *f, const void *send, void *recv
         }
     }
     {
-        int rc = start(op, send, f->p, bytes);
+        int rc = pmc_reduce_inputs_start(op, send, f->p, bytes);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
