@@ -55,10 +55,11 @@ int pmc_coll_mpi_flat(pmc_op *op, pmc_frame *f);
  * the root, or to all) and combine in rank order, which works for every
  * element type, bfloat16 included, and gives the same bits everywhere. */
 int pmc_reduce_mpi_gather(pmc_op *op, pmc_frame *f, const void *send, void *recv);
-/* Starts the gather of every rank's `bytes` of input into `all` (rank
- * order) through the wrapped communicator: to the root for Reduce, to every
- * rank otherwise; completed by pmc_op_mpi. */
-int pmc_reduce_inputs_start(pmc_op *op, const void *send, void *all, uint64_t bytes);
+/* Starts the gather of every rank's `bytes` of input through the wrapped
+ * communicator, to the root for Reduce, to every rank otherwise; completed
+ * by pmc_op_mpi. A rank that `receives` gets them in rank order at f->p,
+ * scratch of size x bytes plus `extra` bytes after them (NULL elsewhere). */
+int pmc_reduce_inputs_start(pmc_op *op, pmc_frame *f, const void *send, uint64_t bytes, int receives, uint64_t extra);
 /* Reduce across nodes by gathering every input at the root, which combines
  * them as the nodes would: each node's inputs in local-rank order, then the
  * node partials in the order of Allreduce's exchange over the lanes (on at

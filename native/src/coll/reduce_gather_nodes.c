@@ -17,17 +17,9 @@ int pmc_reduce_gather_nodes(pmc_op *op, pmc_frame *f, const void *send, void *re
     const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);
     const int root = c->rank == a->root;
     PMC_CO_BEGIN(f);
-    f->p = NULL;
-    if (root) {
-        /* [every rank's input, rank order | every node's partial, node order] */
-        f->p = pmc_scratch(c, (size_t)(bytes * ((uint64_t)c->size + (uint64_t)c->nnodes)));
-        if (f->p == NULL) {
-            f->pc = 0;
-            return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
-        }
-    }
     {
-        int rc = pmc_reduce_inputs_start(op, send, f->p, bytes);
+        /* The root's scratch: [every rank's input, rank order | every node's partial, node order] */
+        int rc = pmc_reduce_inputs_start(op, f, send, bytes, root, bytes * (uint64_t)c->nnodes);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;

@@ -36,7 +36,7 @@ static void combine_range(void *out, const unsigned char *all, uint64_t per_rank
     for (int r = first + 1; r < last; ++r) pmc_reduce_into(out, all + ((uint64_t)r * per_rank + lo) * esize, len, dtype, rop);
 }
 
-int pmc_reduce_inputs_start(pmc_op *op, const void *send, void *all, uint64_t bytes)
+static int inputs_start(pmc_op *op, const void *send, void *all, uint64_t bytes)
 {
     pmc_comm *c = op->c;
     pmc_mpi_count n;
@@ -54,6 +54,17 @@ int pmc_reduce_inputs_start(pmc_op *op, const void *send, void *all, uint64_t by
     return mrc == MPI_SUCCESS ? PMC_OK : pmc_mpi_fail(c, mrc, to_root ? "MPI_Igather" : "MPI_Iallgather");
 }
 
+int pmc_reduce_inputs_start(pmc_op *op, pmc_frame *f, const void *send, uint64_t bytes, int receives, uint64_t extra)
+{
+    pmc_comm *c = op->c;
+    f->p = NULL;
+    if (receives) {
+        f->p = pmc_scratch(c, (size_t)(bytes * (uint64_t)c->size + extra));
+        if (f->p == NULL) return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
+    }
+    return inputs_start(op, send, f->p, bytes);
+}
+
 int pmc_reduce_mpi_gather(pmc_op *op, pmc_frame *f, const void *send, void *recv)
 {
     pmc_comm *c = op->c;
@@ -62,16 +73,8 @@ int pmc_reduce_mpi_gather(pmc_op *op, pmc_frame *f, const void *send, void *recv
     const uint64_t bytes = count * (uint64_t)pmc_dtype_size(a->dtype);
     const int receives = a->coll != PMC_COLL_REDUCE || c->rank == a->root;
     PMC_CO_BEGIN(f);
-    f->p = NULL;
-    if (receives) {
-        f->p = pmc_scratch(c, (size_t)(bytes * (uint64_t)c->size));
-        if (f->p == NULL) {
-            f->pc = 0;
-            return pmc_fail(c, PMC_ERR_NOMEM, "%s: out of memory", c->node_ctx.coll);
-        }
-    }
     {
-        int rc = pmc_reduce_inputs_start(op, send, f->p, bytes);
+        int rc = pmc_reduce_inputs_start(op, f, send, bytes, receives, 0);
         if (rc != PMC_OK) {
             f->pc = 0;
             return rc;
