@@ -32,7 +32,7 @@ static int reduce_by_leader(const pmc_comm *c, const pmc_args *a)
 /* Whether a Reduce across nodes gathers every input at the root instead
  * (pmc_reduce_gather_nodes): by default, while every rank's input together
  * is small and Allreduce would take the lanes' exchange, whose order the
- * root then follows. The other ranks do not wait for one another. */
+ * root then follows. The ranks of a node then do not meet on every call. */
 static int reduce_by_gather(const pmc_comm *c, const pmc_args *a)
 {
     const uint64_t bytes = a->count * (uint64_t)pmc_dtype_size(a->dtype);

@@ -64,8 +64,8 @@ int pmc_reduce_inputs_start(pmc_op *op, pmc_frame *f, const void *send, uint64_t
  * them as the nodes would: each node's inputs in local-rank order, then the
  * node partials in the order of Allreduce's exchange over the lanes (on at
  * most L+1 nodes: node order, the single leader's too), so the bits are
- * Allreduce's. The other ranks go on once their input is sent, as with
- * MPI's eager sends. */
+ * Allreduce's. A rank waits only for its subtree of the gather, not for
+ * the ranks of its node. */
 int pmc_reduce_gather_nodes(pmc_op *op, pmc_frame *f, const void *send, void *recv);
 
 /* Combines nblocks consecutive blocks of `count` elements in block order into out. */

@@ -2,8 +2,9 @@
  * gather through the wrapped communicator, and the root combines them in
  * the order the nodes would (see hier.h). The node reduction, the leaders'
  * gather and the hand-off inside the root's node each make a node's ranks
- * meet on every call; here only the root waits, so in a loop the other
- * ranks run ahead as MPI's eager sends let them. */
+ * meet on every call; here a rank waits only for its subtree of MPI's
+ * gather (a leaf not at all), so in a loop ranks run ahead as MPI's eager
+ * sends let them. */
 #include <string.h>
 
 #include "../reduce/reduce_ops.h"

@@ -10,8 +10,8 @@
 void pmc_reduce_into(void *acc, const void *in, uint64_t n, int dtype, int op);
 
 /* out[i] = lhs[i] op rhs[i]: the first two inputs of a reduction combined in
- * one pass, instead of a copy of lhs and a second pass over it. out must
- * overlap neither input. */
+ * one pass, instead of a copy of lhs and a second pass over it. out may be
+ * lhs itself (pmc_reduce_into), but must overlap no input otherwise. */
 void pmc_reduce_to(void *out, const void *lhs, const void *rhs, uint64_t n, int dtype, int op);
 
 /* out = in_0 op in_1 op ... op in_{k-1} (k >= 1 inputs of n elements, input
