@@ -325,7 +325,7 @@ def test_untrained_guarded_policy_follows_the_best_shadow():
 
 
 def test_prefetched_rows_stay_until_their_grace_ends():
-    pol = LearnedCachePolicy(100, prefetch_grace=5, guard=False)
+    pol = LearnedCachePolicy(100, prefetch_grace=5, guard=False, scan_run=None)  # 0..9 would be a scan
     serve(np.arange(10, dtype=np.int64), 4, pol, check_follow=False)  # holds 6..9, as its shadow does
     pol.remove(pol.victim(10))  # row 6, the oldest
     pol.insert(50, 10, prefetched=True)

@@ -13,7 +13,8 @@ tier. This package gives:
 * :mod:`.learned`: the learned caching policy (a small model of Belady's
   next-access outcome, guarded by the classical policies: :mod:`.guard`
   keeps shadow caches of them and the real tier follows whichever was ahead
-  over a recent window); :mod:`.prefetch`: the learned prefetcher (rows that
+  over a recent window; :mod:`.scan_filter` keeps sequential scans from
+  flushing the real tier); :mod:`.prefetch`: the learned prefetcher (rows that
   miss together, on only while it pays); :mod:`.features` and :mod:`.model`
   are their inputs and model;
 * :mod:`.oracles`: offline prefetchers (handed the next batch, or knowing
@@ -38,11 +39,12 @@ from .guard import Guard, Shadow
 from .policies import (CLASSIC, ONLINE, ARCPolicy, LeCaRPolicy, LFUPolicy, LRUPolicy, OPTPolicy, Policy, TinyLFUPolicy,
                        next_use, opt_next_hit, replay)
 from .prefetch import LearnedPrefetcher
+from .scan_filter import ScanFilter
 from .simulate import POLICIES, SimResult, resolve_capacity, simulate
 from .store import CapacityError, TieredEmbeddingStore
 from .traces import KINDS, Trace, describe, make_trace, record_dlrm_trace
 
 __all__ = ["ARCPolicy", "CLASSIC", "CapacityError", "GroupOracle", "Guard", "KINDS", "LFUPolicy", "LRUPolicy",
            "LeCaRPolicy", "LearnedCachePolicy", "LearnedPrefetcher", "NextBatchOracle", "ONLINE", "OPTPolicy",
-           "POLICIES", "Policy", "Shadow", "SimResult", "TieredEmbeddingStore", "TinyLFUPolicy", "Trace", "describe",
+           "POLICIES", "Policy", "ScanFilter", "Shadow", "SimResult", "TieredEmbeddingStore", "TinyLFUPolicy", "Trace", "describe",
            "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay", "resolve_capacity", "simulate"]

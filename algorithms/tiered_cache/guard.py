@@ -16,7 +16,8 @@ take turns. Only lookups already served count: the leader of a step is
 chosen from the steps before it.
 
 The real fast tier follows the leader (see :mod:`.learned`): on a miss it
-evicts a row the leader's shadow does not hold. Once its contents equal the
+evicts a row the leader's shadow does not hold (or a row that came in
+during a sequential scan: :mod:`.scan_filter`). Once its contents equal the
 leader's they stay equal, so the real tier's hits are then the leader's
 exactly; after a change of leader they converge as misses replace the rows
 the new leader does not hold.

@@ -38,7 +38,9 @@ a whole batch later. The
 real fast tier follows the leader: on a miss it evicts a row the leader's
 shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
-does. This is measured on the stream being served, whatever it is, not
+does. Rows that came in during a sequential scan go first while the probation
+area of :mod:`.scan_filter` is full, so a scan that flushes the leader does
+not flush the tier. This is measured on the stream being served, whatever it is, not
 assumed from the kind of trace. Rows brought in by a prefetcher are not in
 any shadow: they stay, ranked by the model's order as looked up
 `prefetch_age` lookups before they came, until looked up or until no row
@@ -65,6 +67,7 @@ from .features import AccessFeatures
 from .guard import Guard, Shadow, ShadowBatch
 from .model import TinyMLP
 from .policies import _NO_PIN, CLASSIC, ONLINE, _HeapPolicy, opt_next_hit
+from .scan_filter import ScanFilter
 
 #: Time scales of the decayed counts, in capacities.
 SCALES_IN_CAPACITIES = (1.0, 8.0, 64.0)
@@ -152,7 +155,10 @@ class LearnedCachePolicy(LearnedOrder):
     `guard_half_life`: the lookups after which a step's weight in the
     comparison halves (None: 6 capacities, at least 1024); `guard_margin`:
     the lead in hit rate a rival needs to take over; `guard_clip`: the most
-    one step's difference in hit rate counts.
+    one step's difference in hit rate counts. `scan_run`: a missed row whose
+    lookup ends a run of this many ids, each the previous + 1, waits in a
+    probation area of `scan_hold` x capacity rows, measured and turned off
+    where it costs hits (:mod:`.scan_filter`; None: no probation).
     """
 
     name = "learned"
@@ -162,7 +168,7 @@ class LearnedCachePolicy(LearnedOrder):
                  prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
                  experts: Sequence[str] = ONLINE, guard: bool = True, guard_step: int = 256,
                  guard_half_life: Optional[float] = None, guard_margin: float = 0.0025,
-                 guard_clip: float = 0.05) -> None:
+                 guard_clip: float = 0.05, scan_run: Optional[int] = 8, scan_hold: float = 0.01) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
@@ -183,6 +189,8 @@ class LearnedCachePolicy(LearnedOrder):
                              f"got {guard_margin}")
         if not 0.0 < guard_clip <= 1.0:
             raise ValueError(f"guard_clip must be a difference in hit rate in (0, 1] (1: no clip), got {guard_clip}")
+        # Checks its own arguments (a ValueError names scan_run or scan_hold).
+        self.scan = ScanFilter(scan_run, scan_hold) if scan_run is not None else None
         super().__init__(horizon, prefetch_age)
         self.n_rows = int(n_rows)
         self.hidden = hidden
@@ -236,6 +244,8 @@ class LearnedCachePolicy(LearnedOrder):
         # is still long enough that close rivals do not hand the lead back and forth.
         self.guard.half_life = float(self.guard_half_life or max(1024, 6 * int(capacity)))
         self.guard.reset(capacity)
+        if self.scan is not None:
+            self.scan.reset(capacity, self.guard.half_life)
         self._reset_stream()
 
     # -- the model and the shadows, a batch ahead ---------------------------------
@@ -273,6 +283,8 @@ class LearnedCachePolicy(LearnedOrder):
             raise ValueError(f"the batch at time {t0} was prepared with {seen.size} lookups, served with "
                              f"{np.asarray(ids).size}")
         self.set_predictions(p, t0)
+        if self.scan is not None:
+            self.scan.batch(seen, t0)
         self._follow(seen, t0, shadows)
         self._hist_ids.append(seen)
         self._hist_x.append(x)
@@ -368,6 +380,8 @@ class LearnedCachePolicy(LearnedOrder):
     def hit(self, row: int, t: int) -> None:
         self._apply(t)
         self._prefetched.pop(row, None)
+        if self.scan is not None:
+            self.scan.hit(row, t)
         self._set(row, self.priority(t))
 
     def insert(self, row: int, t: int, prefetched: bool = False) -> None:
@@ -375,9 +389,23 @@ class LearnedCachePolicy(LearnedOrder):
         super().insert(row, t, prefetched)
         if prefetched:
             self._prefetched[row] = t
+        elif self.scan is not None:
+            self.scan.entered(row, t, self._leader_hit)
+
+    def _leader_hit(self, t: int) -> bool:
+        """Whether the leader's shadow hit at lookup `t` of the batch being served."""
+        ev = self._events
+        return ev is not None and 0 <= t - ev[0] < len(ev[2]) and bool(ev[2][t - ev[0]])
 
     def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
         self._apply(t)
+        if self.scan is not None:
+            row = self.scan.victim(pinned, lambda: self._usual_victim(t, pinned))
+            if row is not None:
+                return row
+        return self._usual_victim(t, pinned)
+
+    def _usual_victim(self, t: int, pinned: Container[int]) -> int:
         # Newest first: the row the leader dropped last is the one it values least now; rows held since
         # a change of leader go after it, the least recently looked up first.
         for row in reversed(self._outside):
@@ -394,7 +422,10 @@ class LearnedCachePolicy(LearnedOrder):
         # victim()'s order in one pass: the rows the leader dropped (newest first), prefetched rows
         # past their grace, then the model's order.
         self._apply(t)
-        out = list(islice((row for row in reversed(self._outside) if row not in skip), k))
+        out = self.scan.victims(k, skip) if self.scan is not None else []
+        if out:
+            skip = set(out) | (set(skip) if skip is not _NO_PIN else set())
+        out += islice((row for row in reversed(self._outside) if row not in skip), k - len(out))
         for row, since in self._prefetched.items():
             if len(out) >= k or t - since <= self._grace:
                 break
@@ -409,3 +440,5 @@ class LearnedCachePolicy(LearnedOrder):
         super().remove(row)
         self._outside.pop(row, None)
         self._prefetched.pop(row, None)
+        if self.scan is not None:
+            self.scan.removed(row)
