@@ -9,29 +9,7 @@ import pytest
 from pymcoll.algorithms.tiered_cache import LearnedCachePolicy, simulate
 from pymcoll.algorithms.tiered_cache.policies import ONLINE
 from pymcoll.algorithms.tiered_cache.scan_filter import ScanFilter
-
-
-def serve(ids: np.ndarray, capacity: int, pol: LearnedCachePolicy, batch: int = 512) -> np.ndarray:
-    """Serve `ids` batch by batch; per lookup, whether it hit. Checks on every eviction that probation
-    rows are held and that a victim is a probation row or one the leader does not hold."""
-    pol.reset(capacity)
-    probation = pol.scan.probation if pol.scan is not None else {}
-    hits = np.zeros(ids.size, dtype=bool)
-    for t0 in range(0, ids.size, batch):
-        b = ids[t0:t0 + batch]
-        pol.observe(b, t0)
-        for t, row in enumerate(b.tolist(), start=t0):
-            if row in pol:
-                pol.hit(row, t)
-                hits[t] = True
-                continue
-            if len(pol) >= capacity:
-                v = pol.victim(t)
-                assert v in probation or v in pol._outside, (t, v)
-                pol.remove(v)
-            pol.insert(row, t)
-            assert all(r in pol for r in probation)
-    return hits
+from test_tiered_guard import serve, shaped_ids
 
 
 def test_runs_are_marked_across_batches():
@@ -59,8 +37,8 @@ def test_a_scan_does_not_flush_the_hot_rows():
     # the hot rows are gone after the scan; with it they stay and hit at once.
     ids = hot_then_scan(np.random.default_rng(3))
     after = slice(5000, 5040)
-    with_filter = serve(ids, 60, LearnedCachePolicy(4000, guard=False))
-    without = serve(ids, 60, LearnedCachePolicy(4000, guard=False, scan_run=None))
+    with_filter = serve(ids, 60, LearnedCachePolicy(4000, guard=False), 512)
+    without = serve(ids, 60, LearnedCachePolicy(4000, guard=False, scan_run=None), 512)
     assert with_filter[after].mean() > 0.9
     assert without[after].mean() < 0.6
     # And the scan itself missed either way.
@@ -94,7 +72,8 @@ def test_probation_stays_on_where_it_pays():
 def test_victims_name_probation_rows_first_as_victim_does():
     ids = hot_then_scan(np.random.default_rng(5))[:4000]   # stops inside the scan
     pol = LearnedCachePolicy(4000, guard=False)
-    serve(ids, 60, pol)
+    serve(ids, 60, pol, 512)
+    assert all(r in pol for r in pol.scan.probation)
     assert len(pol.scan.probation) >= pol.scan.hold
     t = ids.size
     for k in (1, 2, 5, 60):
@@ -132,7 +111,6 @@ def test_no_filter_when_asked():
 def test_the_scans_that_flushed_the_tier_stay_within_half_a_point(seed):
     # Two arrays of the property test's "scans" shape at 10% on which following ARC into a scan
     # cost 0.8-0.9 points before probation; with it the learned policy is level with LFU.
-    from test_tiered_guard import shaped_ids
     ids = shaped_ids("scans", seed)
     best = max(simulate(ids, 0.1, name).hit_rate for name in ONLINE)
     assert simulate(ids, 0.1, LearnedCachePolicy(int(ids.max()) + 1)).hit_rate >= best - 0.005
