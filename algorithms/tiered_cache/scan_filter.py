@@ -15,13 +15,15 @@ that is hit becomes an ordinary row.
 Probation is a bet, so it is measured on the stream being served, in the
 spirit of the guard. Each time probation evicts a row, the row the tier
 would have evicted otherwise is noted as spared; a later hit on a spared
-row is a gain, a later miss on a row probation evicted is a regret (both
-remembered for a capacity's worth of evictions). Gains and regrets are
-decayed sums (half-life `half_life` lookups); once the regrets exceed the
-gains by `slack` rows, probation turns off for a cool-down (32 capacities,
-doubled each time it turns off again) and its rows become ordinary rows.
-A stream that reads the same sequential range over and over within the
-capacity thus keeps the tier's ordinary behaviour after a few misses.
+row is a gain, and a later miss on a row probation evicted, at a lookup
+where the policy the tier follows held it, is a regret (the last capacity's
+worth of spared rows and four capacities' worth of evicted rows are
+remembered). Gains and regrets are decayed sums (half-life `half_life`
+lookups); once the regrets exceed the gains by `slack` rows (an eighth of
+the capacity, at least 16), probation turns off for a cool-down (32
+capacities, doubled each time it turns off again) and its rows become
+ordinary rows. A stream that reads the same sequential range over and over
+thus keeps the tier's ordinary behaviour after a few misses.
 """
 
 from __future__ import annotations
