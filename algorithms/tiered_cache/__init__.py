@@ -46,5 +46,6 @@ from .traces import KINDS, Trace, describe, make_trace, record_dlrm_trace
 
 __all__ = ["ARCPolicy", "CLASSIC", "CapacityError", "GroupOracle", "Guard", "KINDS", "LFUPolicy", "LRUPolicy",
            "LeCaRPolicy", "LearnedCachePolicy", "LearnedPrefetcher", "NextBatchOracle", "ONLINE", "OPTPolicy",
-           "POLICIES", "Policy", "ScanFilter", "Shadow", "SimResult", "TieredEmbeddingStore", "TinyLFUPolicy", "Trace", "describe",
-           "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay", "resolve_capacity", "simulate"]
+           "POLICIES", "Policy", "ScanFilter", "Shadow", "SimResult", "TieredEmbeddingStore", "TinyLFUPolicy",
+           "Trace", "describe", "make_trace", "next_use", "opt_next_hit", "record_dlrm_trace", "replay",
+           "resolve_capacity", "simulate"]

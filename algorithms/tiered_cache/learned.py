@@ -155,10 +155,10 @@ class LearnedCachePolicy(LearnedOrder):
     `guard_half_life`: the lookups after which a step's weight in the
     comparison halves (None: 6 capacities, at least 1024); `guard_margin`:
     the lead in hit rate a rival needs to take over; `guard_clip`: the most
-    one step's difference in hit rate counts. `scan_run`: a missed row whose
-    lookup ends a run of this many ids, each the previous + 1, waits in a
-    probation area of `scan_hold` x capacity rows, measured and turned off
-    where it costs hits (:mod:`.scan_filter`; None: no probation).
+    one step's difference in hit rate counts. `scan_run`: a row that misses
+    on the last of this many lookups in a row, each of the id before + 1,
+    waits in a probation area of `scan_hold` x capacity rows, measured and
+    turned off where it costs hits (:mod:`.scan_filter`; None: no probation).
     """
 
     name = "learned"

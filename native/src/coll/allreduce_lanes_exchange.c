@@ -68,9 +68,6 @@ static void combine(unsigned char *buf, uint64_t vp, int first, int q, unsigned 
         pmc_reduce_into(dst + lo * esize, buf + (uint64_t)(first + i) * vp + lo * esize, hi - lo, dtype, rop);
 }
 
-/* Starts lane `lane`'s messages of round r: its node's partial to the
- * (lane+1)-th next member of the group, the (lane+1)-th previous member's
- * partial into that member's slot. */
 void pmc_allreduce_lanes_exchange_order(const pmc_comm *c, unsigned char *partials, uint64_t count, int dtype,
                                         int rop)
 {
@@ -97,6 +94,9 @@ void pmc_allreduce_lanes_exchange_order(const pmc_comm *c, unsigned char *partia
     }
 }
 
+/* Starts lane `lane`'s messages of round r: its node's partial to the
+ * (lane+1)-th next member of the group, the (lane+1)-th previous member's
+ * partial into that member's slot. */
 static int round_start(pmc_op *op, const plan *p, int R, int r, int lane, unsigned char *slots, uint64_t vp,
                        uint64_t bytes)
 {
