@@ -8,12 +8,13 @@ model's features. For each batch a shadow records, per lookup, whether it
 hit and which row it evicted.
 
 :class:`Guard` compares the shadows' hit rates step by step (a step is a
-batch or part of one), in a decayed mean of clipped differences, and names
-the leader. The current leader stays unless another shadow is ahead of it
-by more than `margin`: every change of leader costs misses while the real
-fast tier converges to the new leader's contents, so close rivals must not
-take turns. Only lookups already served count: the leader of a step is
-chosen from the steps before it.
+stretch of consecutive lookups, within a batch or across batches), in a
+decayed mean of clipped differences, and names the leader. The current
+leader stays unless another shadow is ahead of it by more than `margin`:
+every change of leader costs misses while the real fast tier converges to
+the new leader's contents, so close rivals must not take turns. Only
+lookups already served count: the leader of a step is chosen from the steps
+before it.
 
 The real fast tier follows the leader (see :mod:`.learned`): on a miss it
 evicts a row the leader's shadow does not hold (or a row that came in
@@ -177,8 +178,9 @@ class Guard:
     decayed lead must exceed the leader's to take over; `clip`: the most
     one step's difference in hit rate between two shadows counts.
 
-    Hits are compared step by step (a step is what :meth:`record` is given:
-    a batch or part of one). For every pair of shadows the guard keeps the
+    Hits are compared step by step (a step is what :meth:`record` is given,
+    or what :meth:`add` is given until :meth:`close`: lookups of one batch or
+    of several in a row). For every pair of shadows the guard keeps the
     exponentially decayed mean of their difference in hit rate per step,
     each difference clipped to +-`clip`: one step in which a scan or a burst
     favours one policy by tens of points then moves the lead no more than a
@@ -216,6 +218,7 @@ class Guard:
         # Set to a list to keep (t0, lookups, hits per shadow in `names` order, leader) of every
         # recorded step: what an offline replay of other leader rules needs.
         self.trail: Optional[list[tuple[int, int, np.ndarray, str]]] = None
+        self._open: Optional[tuple[int, int, np.ndarray]] = None  # (t0, lookups, hits per shadow) of the open step
 
     def reset(self, capacity: int) -> None:
         for s in self.shadows.values():
@@ -225,6 +228,7 @@ class Guard:
         self.leader = self.preferred
         self.led = {name: 0 for name in self.names}
         self.changes = []
+        self._open = None
         if self.trail is not None:
             self.trail = []
 
@@ -245,10 +249,16 @@ class Guard:
         self.leader = self.names[top]
         return self.leader
 
-    def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
-               stop: Optional[int] = None) -> None:
-        """Add the step of lookups [start, stop) of the shadows' batches (default: all of it), served
-        by `served_by`, to the decayed comparison."""
+    @property
+    def open_lookups(self) -> int:
+        """The lookups added to the step not closed yet (0: none open)."""
+        return self._open[1] if self._open is not None else 0
+
+    def add(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
+            stop: Optional[int] = None) -> None:
+        """Add lookups [start, stop) of the shadows' batches (default: all of it), served by
+        `served_by`, to the step being recorded; :meth:`close` ends the step. A step can span
+        batches."""
         first = next(iter(batches.values()))
         stop = len(first.hits) if stop is None else stop
         n = stop - start
@@ -259,10 +269,29 @@ class Guard:
             self.changes.append((t0, served_by))
         counts = np.array([int(np.count_nonzero(batches[name].hits[start:stop])) for name in self.names],
                           dtype=np.int64)
-        if self.trail is not None:
-            self.trail.append((t0, n, counts, served_by))  # counts is never changed in place
-        self._weight = add_step(self._ahead, self._weight, counts / n, n, self.half_life, self.clip)
+        if self._open is None:
+            self._open = (t0, n, counts)
+        else:
+            self._open = (self._open[0], self._open[1] + n, self._open[2] + counts)
         self.led[served_by] = self.led.get(served_by, 0) + n
+
+    def close(self) -> None:
+        """End the step being recorded: it enters the decayed comparison (nothing if none is open)."""
+        if self._open is None:
+            return
+        t0, n, counts = self._open
+        self._open = None
+        if self.trail is not None:
+            self.trail.append((t0, n, counts, self.changes[-1][1]))  # counts is never changed in place
+        self._weight = add_step(self._ahead, self._weight, counts / n, n, self.half_life, self.clip)
+
+    def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
+               stop: Optional[int] = None) -> None:
+        """Record the step of lookups [start, stop) of the shadows' batches (default: all of it),
+        served by `served_by`: :meth:`add` then :meth:`close`."""
+        self.close()
+        self.add(batches, served_by, start, stop)
+        self.close()
 
     def hand_lead_to_best_rival(self) -> None:
         """If the preferred shadow leads, the shadow furthest ahead of it among the others leads instead

@@ -26,15 +26,24 @@ holding its slot for ever (tested both ways).
 
 The guard (:mod:`.guard`): the model's order and each classical policy of
 `experts` serve the stream as shadow caches of the same capacity; once the
-model is trained, the leader of each step of `guard_step` lookups is the
+model is trained, the leader of each step is the
 model's order unless a classical shadow is ahead of it, by more than
 `guard_margin`, in the decayed and clipped comparison of their hit rates
 over the steps already served (half-life `guard_half_life` lookups; see
 :class:`~.guard.Guard`). At the first training a lead the untrained order
 holds, which was LRU's, goes to the classical shadow furthest ahead: the
-model must win it back. Steps shorter than a batch let the guard leave a
+model must win it back. A step is at least `guard_step` lookups and ends at
+the first lookup after that whose id is not above the one before (or at
+`guard_step_max` lookups). Short steps let the guard leave a
 policy that collapses within a batch (a popularity that moved at once), not
-a whole batch later. The
+a whole batch later. Ending them where the ids stop rising keeps batches
+that were deduplicated and sorted before the lookup whole: over ids numbered
+by popularity each such batch walks from the hottest rows to the coldest,
+every policy's hits come at its head, and steps that cut batches apart
+compare heads with tails (on 288 such arrays 83 fell more than half a point
+below the best classical policy with steps cut at 256 lookups, 14 with whole
+batches). On ids in no order a step ends a lookup or two after `guard_step`.
+The
 real fast tier follows the leader: on a miss it evicts a row the leader's
 shadow does not hold (the one the leader dropped last),
 so its contents converge to the leader's and then hit exactly as the leader
@@ -151,7 +160,9 @@ class LearnedCachePolicy(LearnedOrder):
     :data:`~.policies.CLASSIC`, not "opt") whose shadows guard the model and
     whose decisions are features; `guard`: follow the best of them while the
     model is behind (False: always the model's order); `guard_step`: the
-    lookups between two choices of leader (within a batch too);
+    fewest lookups between two choices of leader (within a batch too; the
+    step ends at the next lookup whose id is not above the one before);
+    `guard_step_max`: the most (None: 16 x `guard_step`);
     `guard_half_life`: the lookups after which a step's weight in the
     comparison halves (None: 6 capacities, at least 1024); `guard_margin`:
     the lead in hit rate a rival needs to take over; `guard_clip`: the most
@@ -168,7 +179,8 @@ class LearnedCachePolicy(LearnedOrder):
                  prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
                  experts: Sequence[str] = ONLINE, guard: bool = True, guard_step: int = 256,
                  guard_half_life: Optional[float] = None, guard_margin: float = 0.0025,
-                 guard_clip: float = 0.05, scan_run: Optional[int] = 8, scan_hold: float = 0.01) -> None:
+                 guard_clip: float = 0.05, guard_step_max: Optional[int] = None,
+                 scan_run: Optional[int] = 8, scan_hold: float = 0.01) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
         if retrain_every is not None and retrain_every < 1:
@@ -182,6 +194,9 @@ class LearnedCachePolicy(LearnedOrder):
             raise ValueError(f"experts must be classical online policies ({', '.join(ONLINE)}), got {bad}")
         if guard_step < 1:
             raise ValueError(f"guard_step must be at least 1 lookup, got {guard_step}")
+        if guard_step_max is not None and guard_step_max < guard_step:
+            raise ValueError(f"guard_step_max must be at least guard_step ({guard_step}) or None "
+                             f"(16 x guard_step), got {guard_step_max}")
         if guard_half_life is not None and not guard_half_life >= 1:
             raise ValueError(f"guard_half_life must be at least 1 lookup or None, got {guard_half_life}")
         if not 0.0 <= guard_margin < 1.0:
@@ -202,6 +217,7 @@ class LearnedCachePolicy(LearnedOrder):
         self.experts = tuple(experts)
         self.guard_on = bool(guard)
         self.guard_step = int(guard_step)
+        self.guard_step_max = int(guard_step_max) if guard_step_max is not None else 16 * self.guard_step
         self.guard_half_life = guard_half_life
         self.model: Optional[TinyMLP] = None
         self.model_seconds = 0.0   # CPU time of features + predictions
@@ -231,7 +247,8 @@ class LearnedCachePolicy(LearnedOrder):
         self.leader = "learned"
         self._outside: "OrderedDict[int, None]" = OrderedDict()     # held, not in the leader's shadow
         self._prefetched: "OrderedDict[int, int]" = OrderedDict()   # held, prefetched, not looked up yet
-        self._batch: Optional[tuple] = None   # (t0, ids, ids as a list, shadows) of the batch being served
+        self._batch: Optional[tuple] = None   # (t0, ids, ids as a list, shadows, step starts) of the batch served
+        self._last_id: Optional[int] = None   # the lookup before it
         self._events: Optional[tuple] = None  # (t0, ids, hits, evicted) of its leader's shadow
         self._applied = 0                     # its lookups whose leader events are taken up
         self._step_end = 0                    # where its current step ends
@@ -325,13 +342,44 @@ class LearnedCachePolicy(LearnedOrder):
     def _follow(self, ids: np.ndarray, t0: int, shadows: dict[str, ShadowBatch]) -> None:
         """Start serving a batch: its first step's leader (from the steps before it) and its events."""
         self._apply_all()
-        self._batch = (t0, ids, ids.tolist(), shadows)
+        # Where the ids stop rising: a user's batch looked up deduplicated and sorted starts there.
+        starts = np.empty(ids.size, dtype=bool)
+        starts[0] = self._last_id is None or ids[0] <= self._last_id
+        np.less_equal(ids[1:], ids[:-1], out=starts[1:])
+        self._last_id = int(ids[-1])
+        self._batch = (t0, ids, ids.tolist(), shadows, starts)
         self._step(0)
 
+    def _step_end_from(self, at: int, recorded: int) -> tuple[int, bool]:
+        """Where the step with `recorded` lookups so far, going on at lookup `at` of the batch, ends:
+        (the lookup it ends before, whether it ends there; False: it goes on into the next batch).
+
+        A step is at least `guard_step` lookups long and ends where the ids stop rising (so that
+        sorted batches are compared whole: each policy's hits come at a batch's head), or at
+        `guard_step_max` lookups."""
+        starts = self._batch[4]
+        n = starts.size
+        first = at + max(self.guard_step - recorded, 0)
+        last = at + self.guard_step_max - recorded
+        if first < n:
+            k = int(np.argmax(starts[first:min(last, n)])) + first if first < min(last, n) else first
+            if k < min(last, n) and starts[k]:
+                return k, True
+        return (last, True) if last <= n else (n, False)
+
     def _step(self, at: int) -> None:
-        """A step begins at lookup `at` of the batch: choose its leader and record it as served by it."""
-        t0, ids, id_list, shadows = self._batch
-        leader = self.guard.choose() if self.guard_on else "learned"
+        """A step begins or goes on at lookup `at` of the batch; a step that begins chooses its leader.
+        The lookups up to the step's end in this batch are recorded as served by the leader."""
+        t0, ids, id_list, shadows, _ = self._batch
+        recorded = self.guard.open_lookups
+        if recorded:
+            end, ends = self._step_end_from(at, recorded)
+            if ends and end == at:
+                self.guard.close()
+                recorded = 0
+        leader = self.leader
+        if not recorded:
+            leader = self.guard.choose() if self.guard_on else "learned"
         if leader != self.leader or self._events is None or self._events[0] != t0:
             if leader != self.leader:
                 # The rows held that the new leader did not hold before this lookup.
@@ -346,9 +394,12 @@ class LearnedCachePolicy(LearnedOrder):
                 self.leader = leader
             b = shadows[leader]
             self._events = (t0, id_list, b.hits.tolist(), b.evicted.tolist())
+        end, ends = self._step_end_from(at, recorded)
         self._applied = at
-        self._step_end = min(at + self.guard_step, len(ids))
-        self.guard.record(shadows, self.leader, at, self._step_end)
+        self._step_end = end
+        self.guard.add(shadows, self.leader, at, end)
+        if ends:
+            self.guard.close()
 
     def _apply(self, t: int) -> None:
         """Take up the leader's evictions and entries up to lookup `t` (it serves each lookup first),
