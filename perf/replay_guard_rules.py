@@ -3,7 +3,8 @@
 
 Every shadow of the guard serves the stream on its own contents, so the hits a
 guard would collect by following any sequence of leaders can be added up from
-the shadows' hits per step (the guard chooses a leader every 256 lookups),
+the shadows' hits per step (the guard chooses a leader at each step: 256 lookups or more, ending where
+the ids stop rising),
 without serving the stream again. This script
 records those hits once per case (``simulate(..., "learned")`` with the
 guard's ``trail`` on) and then scores leader rules against the best classical
