@@ -168,25 +168,30 @@ def rule_window(caps: float = 32, margin: float = 0.005) -> Rule:
 
 
 def rule_decayed(half_caps: float = 6, half_min: float = 1024, margin: float = 0.0025,
-                 clip: float = 0.05) -> Rule:
-    """The code's rule (guard.Guard): a rival leads once its decayed mean of clipped per-step
-    differences in hit rate over the leader exceeds `margin`; half-life `half_caps` capacities
-    (at least `half_min` lookups); at the training a lead of the untrained order goes to the
-    shadow furthest ahead of it."""
-    from pymcoll.algorithms.tiered_cache.guard import add_step, best_rival, next_leader
+                 clip: float = 0.05, slow: float | None = 4.0) -> Rule:
+    """The code's rule, run by guard.Guard itself on the recorded hits: a rival leads once its
+    decayed mean of clipped per-step differences in hit rate over the leader exceeds `margin`;
+    half-life `half_caps` capacities (at least `half_min` lookups); the model's order, once its
+    stints as leader lost hits, must also lead a comparison `slow` times slower; at the training
+    a lead of the untrained order goes to the shadow furthest ahead of it."""
+    from pymcoll.algorithms.tiered_cache.guard import Guard, Shadow, ShadowBatch
+    from pymcoll.algorithms.tiered_cache.policies import LRUPolicy
 
     def rule(c: dict) -> list[int]:
-        names, hits, sizes = c["names"], c["hits"].astype(np.float64), c["sizes"]
-        k, model, trained = len(names), c["names"].index("learned"), first_trained(c)
-        half = max(half_min, half_caps * c["capacity"])
-        ahead, weight, leader, out = np.zeros((k, k)), 0.0, model, []
+        names, hits, sizes = list(c["names"]), c["hits"], c["sizes"]
+        trained = first_trained(c)
+        guard = Guard({name: Shadow(name, LRUPolicy()) for name in names}, "learned",
+                      max(half_min, half_caps * c["capacity"]), margin, clip, slow)
+        out = []
         for b in range(len(sizes)):
-            if b == trained and leader == model:
-                leader = best_rival(ahead, model)
-            leader = next_leader(ahead, weight, leader, model, margin)
-            out.append(leader)
+            if b == trained:
+                guard.hand_lead_to_best_rival()
+            out.append(names.index(guard.choose()))
             n = int(sizes[b])
-            weight = add_step(ahead, weight, hits[b] / n, n, half, clip)
+            # Only the number of hits of each shadow in the step counts.
+            step = {name: ShadowBatch(0, np.arange(n) < int(hits[b][i]), np.empty(0, dtype=np.int64))
+                    for i, name in enumerate(names)}
+            guard.record(step, guard.leader)
         return out
     return rule
 
@@ -242,9 +247,10 @@ def rule_sequential(z: float = 2.0, big: float | None = None) -> Rule:
     return rule
 
 
-CODE = "decayed 6 caps, clip 5%, 0.25% (the code)"
+CODE = "decayed 6 caps, clip 5%, 0.25%, slow check 4x (the code)"
 RULES: dict[str, Rule] = {
     CODE: rule_decayed(),
+    "decayed 6 caps, clip 5%, 0.25%, no slow check": rule_decayed(slow=None),
     "decayed 4 caps, clip 5%, 0.25%": rule_decayed(4),
     "decayed 8 caps, clip 5%, 0.25%": rule_decayed(8),
     "decayed 6 caps, clip 3%, 0.25%": rule_decayed(clip=0.03),

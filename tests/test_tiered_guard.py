@@ -131,6 +131,41 @@ def test_guard_forgets_the_past_by_its_half_life():
     assert g.choose() == "b"
 
 
+def test_guard_stops_following_a_preferred_shadow_whose_stints_lose():
+    # The preferred shadow swings: 10 points ahead of a on one step, 20 behind on the next. Following
+    # whoever was ahead on the last steps serves it on its bad steps; once a stint lost hits, it must
+    # lead the slower comparison too, and does so only after a lasting lead.
+    def alternate(slow):
+        shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
+        g = Guard(shadows, "learned", half_life=1000, margin=0.01, clip=0.05, slow=slow)
+        steps(g, 400, 500, 0, "learned", times=3)
+        assert g.choose() == "a"
+        served, leaders = 0, []
+        for k in range(20):
+            hits = 600 if k % 2 == 0 else 300
+            served += hits if g.leader == "learned" else 500
+            steps(g, hits, 500, 0, g.leader)
+            leaders.append(g.choose())
+        return g, served, leaders
+
+    g, served, leaders = alternate(None)
+    assert leaders.count("learned") == 9 and served == 8200 and g.stints == 0.0  # led into each bad step
+    g, served, leaders = alternate(4.0)
+    assert leaders == ["a", "a", "learned"] + ["a"] * 17 and served == 9800 and g.stints < 0
+    # A lasting lead still hands it the lead, once the slower comparison sees it: after two steps
+    # here, where one would do without the check.
+    taken = None
+    for k in range(12):
+        steps(g, 600, 500, 0, g.leader)
+        if g.choose() == "learned" and taken is None:
+            taken = k
+    assert taken == 1
+    with pytest.raises(ValueError, match="slow"):
+        Guard(g.shadows, "a", slow=0.5)
+    with pytest.raises(ValueError, match="guard_slow"):
+        LearnedCachePolicy(10, guard_slow=0.0)
+
+
 def test_first_training_hands_the_lead_to_the_best_classical_shadow():
     shadows = {name: Shadow(name, CLASSIC["lru"]()) for name in ("learned", "a", "b")}
     g = Guard(shadows, "learned", half_life=1e12, margin=0.005)

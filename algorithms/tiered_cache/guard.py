@@ -188,12 +188,19 @@ class Guard:
     step (a popularity that moved under it) loses the lead within a few
     steps.
 
+    `slow`: each time the preferred shadow takes the lead, the guard counts
+    its hits less those of the shadow it took over from, over the steps it
+    leads (a stint); `stints` is the sum of these balances, decayed with a
+    half-life `slow` x `half_life`. While it is negative, the preferred shadow
+    takes the lead only if it also leads by the margin in a second
+    comparison whose half-life is `slow` x `half_life` (None: no such check).
+
     `led` counts the lookups served under each leader; `changes` lists the
     stretches served, as (first lookup, leader) pairs in order.
     """
 
     def __init__(self, shadows: dict[str, Shadow], preferred: str, half_life: float = 8192,
-                 margin: float = 0.0025, clip: float = 0.05) -> None:
+                 margin: float = 0.0025, clip: float = 0.05, slow: Optional[float] = 4.0) -> None:
         if preferred not in shadows:
             raise ValueError(f"preferred={preferred!r} is not one of the shadows {sorted(shadows)}")
         if not half_life >= 1:
@@ -202,16 +209,25 @@ class Guard:
             raise ValueError(f"margin must be a share of the lookups in [0, 1), got {margin}")
         if not 0.0 < clip <= 1.0:
             raise ValueError(f"clip must be a share of a step's lookups in (0, 1], got {clip}")
+        if slow is not None and not slow >= 1:
+            raise ValueError(f"slow must be a factor of half_life of at least 1, or None, got {slow}")
         self.shadows = shadows
         self.preferred = preferred
         self.half_life = float(half_life)
         self.margin = float(margin)
         self.clip = float(clip)
+        self.slow = float(slow) if slow is not None else None
         self.names = list(shadows)
         k = len(self.names)
         # _ahead[a, b]: decayed sum of clip(rate_a - rate_b) over the steps; _weight: the sum of the weights.
         self._ahead = np.zeros((k, k))
         self._weight = 0.0
+        # The same with a half-life `slow` times longer; the preferred shadow's stints as leader: the
+        # decayed sum of their balances and the one going on ([rival it took over from, balance]).
+        self._ahead_slow = np.zeros((k, k))
+        self._weight_slow = 0.0
+        self.stints = 0.0
+        self._stint: Optional[list] = None
         self.leader = preferred
         self.led = {name: 0 for name in self.names}  # lookups served under each leader
         self.changes: list[tuple[int, str]] = []      # (first lookup, leader) of each stretch served
@@ -225,6 +241,10 @@ class Guard:
             s.reset(capacity)
         self._ahead[:] = 0.0
         self._weight = 0.0
+        self._ahead_slow[:] = 0.0
+        self._weight_slow = 0.0
+        self.stints = 0.0
+        self._stint = None
         self.leader = self.preferred
         self.led = {name: 0 for name in self.names}
         self.changes = []
@@ -244,8 +264,17 @@ class Guard:
 
     def choose(self) -> str:
         """The leader for the next step, from the steps recorded so far."""
-        top = next_leader(self._ahead, self._weight, self.names.index(self.leader),
-                          self.names.index(self.preferred), self.margin)
+        cur, pref = self.names.index(self.leader), self.names.index(self.preferred)
+        top = next_leader(self._ahead, self._weight, cur, pref, self.margin)
+        if top == pref != cur:
+            slow_lead = self._ahead_slow[pref, cur] / self._weight_slow if self._weight_slow > 0 else 0.0
+            if self.stints < 0 and slow_lead <= self.margin:
+                top = cur  # its stints lost hits: it must lead in the slow comparison as well
+            else:
+                self._stint = [cur, 0.0]
+        elif cur == pref != top and self._stint is not None:
+            self.stints += self._stint[1]
+            self._stint = None
         self.leader = self.names[top]
         return self.leader
 
@@ -284,6 +313,12 @@ class Guard:
         if self.trail is not None:
             self.trail.append((t0, n, counts, self.changes[-1][1]))  # counts is never changed in place
         self._weight = add_step(self._ahead, self._weight, counts / n, n, self.half_life, self.clip)
+        if self.slow is not None:
+            slow = self.half_life * self.slow
+            self._weight_slow = add_step(self._ahead_slow, self._weight_slow, counts / n, n, slow, self.clip)
+            self.stints *= 0.5 ** (n / slow)
+            if self._stint is not None:
+                self._stint[1] += float(counts[self.names.index(self.preferred)] - counts[self._stint[0]])
 
     def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
                stop: Optional[int] = None) -> None:
@@ -298,4 +333,5 @@ class Guard:
         (the preferred one's record so far did not come from what it is now)."""
         if self.leader != self.preferred or len(self.names) < 2:
             return
+        self._stint = None  # the stint going on measured that record, not the preferred one now
         self.leader = self.names[best_rival(self._ahead, self.names.index(self.preferred))]

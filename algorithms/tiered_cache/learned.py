@@ -32,7 +32,14 @@ model's order unless a classical shadow is ahead of it, by more than
 over the steps already served (half-life `guard_half_life` lookups; see
 :class:`~.guard.Guard`). At the first training a lead the untrained order
 holds, which was LRU's, goes to the classical shadow furthest ahead: the
-model must win it back. A step is at least `guard_step` lookups and ends at
+model must win it back. Each time the model takes the lead, the guard counts
+its hits less those of the policy it took over from until it hands the lead
+on (a stint); while the decayed sum of these balances is negative, the model
+takes the lead back only if it also leads in a comparison with a half-life
+`guard_slow` times longer. A model whose hit rate swings from batch to batch
+is otherwise followed after its good batches into its bad ones, while a
+model that is ahead after a change of popularity still takes over at once.
+A step is at least `guard_step` lookups and ends at
 the first lookup after that whose id is not above the one before (or at
 `guard_step_max` lookups). Short steps let the guard leave a
 policy that collapses within a batch (a popularity that moved at once), not
@@ -162,7 +169,10 @@ class LearnedCachePolicy(LearnedOrder):
     model is behind (False: always the model's order); `guard_step`: the
     fewest lookups between two choices of leader (within a batch too; the
     step ends at the next lookup whose id is not above the one before);
-    `guard_step_max`: the most (None: 16 x `guard_step`);
+    `guard_step_max`: the most (None: 16 x `guard_step`); `guard_slow`: once
+    the model's stints as leader have lost hits, it takes the lead back only
+    if it also leads in a comparison with a half-life this many times longer
+    (None: never);
     `guard_half_life`: the lookups after which a step's weight in the
     comparison halves (None: 6 capacities, at least 1024); `guard_margin`:
     the lead in hit rate a rival needs to take over; `guard_clip`: the most
@@ -179,7 +189,7 @@ class LearnedCachePolicy(LearnedOrder):
                  prefetch_age: int = 0, prefetch_grace: Optional[int] = None, seed: int = 0,
                  experts: Sequence[str] = ONLINE, guard: bool = True, guard_step: int = 256,
                  guard_half_life: Optional[float] = None, guard_margin: float = 0.0025,
-                 guard_clip: float = 0.05, guard_step_max: Optional[int] = None,
+                 guard_clip: float = 0.05, guard_step_max: Optional[int] = None, guard_slow: Optional[float] = 4.0,
                  scan_run: Optional[int] = 8, scan_hold: float = 0.01) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
@@ -194,6 +204,8 @@ class LearnedCachePolicy(LearnedOrder):
             raise ValueError(f"experts must be classical online policies ({', '.join(ONLINE)}), got {bad}")
         if guard_step < 1:
             raise ValueError(f"guard_step must be at least 1 lookup, got {guard_step}")
+        if guard_slow is not None and not guard_slow >= 1:
+            raise ValueError(f"guard_slow must be a factor of the half-life of at least 1, or None, got {guard_slow}")
         if guard_step_max is not None and guard_step_max < guard_step:
             raise ValueError(f"guard_step_max must be at least guard_step ({guard_step}) or None "
                              f"(16 x guard_step), got {guard_step_max}")
@@ -231,7 +243,7 @@ class LearnedCachePolicy(LearnedOrder):
         self._order = LearnedOrder(horizon, prefetch_age)
         shadows = {"learned": Shadow("learned", self._order, rows=self.n_rows)}
         shadows.update({e: Shadow(e, CLASSIC[e](), rows=self.n_rows) for e in self.experts})
-        self.guard = Guard(shadows, "learned", guard_half_life or 8192, guard_margin, guard_clip)
+        self.guard = Guard(shadows, "learned", guard_half_life or 8192, guard_margin, guard_clip, guard_slow)
         self._reset_stream()
 
     def _reset_stream(self) -> None:
