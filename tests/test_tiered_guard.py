@@ -254,6 +254,33 @@ def test_guard_steps_end_where_the_ids_stop_rising(batch):
         assert sum(n for _, n, _, _ in pol.guard.trail) + pol.guard.open_lookups == ids.size
 
 
+def test_an_empty_batch_changes_nothing():
+    # A lookup of no ids (an empty batch of a user's) leaves the steps and the leader as they were.
+    ids = zipf_ids(np.random.default_rng(8), 2000, 12000, 0.9)
+
+    def run(empty_at):
+        pol = LearnedCachePolicy(2000, guard_step=64)
+        pol.reset(100)
+        hits = 0
+        for t0 in range(0, ids.size, 1000):
+            if t0 == empty_at:
+                pol.observe(ids[:0], t0)
+            pol.observe(ids[t0:t0 + 1000], t0)
+            if t0 == 2000:
+                pol.train()
+            for t, row in enumerate(ids[t0:t0 + 1000].tolist(), start=t0):
+                if row in pol:
+                    pol.hit(row, t)
+                    hits += 1
+                else:
+                    if len(pol) >= 100:
+                        pol.remove(pol.victim(t))
+                    pol.insert(row, t)
+        return hits, pol.guard.changes
+
+    assert run(5000) == run(None)
+
+
 def test_guard_trail_records_each_step_as_served():
     # The trail (for offline replays of leader rules) holds every batch's hits per shadow, equal to
     # each classical policy replayed alone, and the leader that served it.

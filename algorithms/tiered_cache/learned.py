@@ -354,6 +354,8 @@ class LearnedCachePolicy(LearnedOrder):
     def _follow(self, ids: np.ndarray, t0: int, shadows: dict[str, ShadowBatch]) -> None:
         """Start serving a batch: its first step's leader (from the steps before it) and its events."""
         self._apply_all()
+        if not ids.size:
+            return  # nothing to serve: the step going on waits for the next lookups
         # Where the ids stop rising: a user's batch looked up deduplicated and sorted starts there.
         starts = np.empty(ids.size, dtype=bool)
         starts[0] = self._last_id is None or ids[0] <= self._last_id
