@@ -218,6 +218,13 @@ class Guard:
         self.clip = float(clip)
         self.slow = float(slow) if slow is not None else None
         self.names = list(shadows)
+        # Set to a list to keep (t0, lookups, hits per shadow in `names` order, leader) of every
+        # recorded step: what an offline replay of other leader rules needs.
+        self.trail: Optional[list[tuple[int, int, np.ndarray, str]]] = None
+        self._forget()
+
+    def _forget(self) -> None:
+        """Back to no step recorded, the preferred shadow leading."""
         k = len(self.names)
         # _ahead[a, b]: decayed sum of clip(rate_a - rate_b) over the steps; _weight: the sum of the weights.
         self._ahead = np.zeros((k, k))
@@ -228,29 +235,17 @@ class Guard:
         self._weight_slow = 0.0
         self.stints = 0.0
         self._stint: Optional[list] = None
-        self.leader = preferred
+        self._open: Optional[tuple[int, int, np.ndarray]] = None  # (t0, lookups, hits per shadow) of the open step
+        self.leader = self.preferred
         self.led = {name: 0 for name in self.names}  # lookups served under each leader
         self.changes: list[tuple[int, str]] = []      # (first lookup, leader) of each stretch served
-        # Set to a list to keep (t0, lookups, hits per shadow in `names` order, leader) of every
-        # recorded step: what an offline replay of other leader rules needs.
-        self.trail: Optional[list[tuple[int, int, np.ndarray, str]]] = None
-        self._open: Optional[tuple[int, int, np.ndarray]] = None  # (t0, lookups, hits per shadow) of the open step
+        if self.trail is not None:
+            self.trail = []
 
     def reset(self, capacity: int) -> None:
         for s in self.shadows.values():
             s.reset(capacity)
-        self._ahead[:] = 0.0
-        self._weight = 0.0
-        self._ahead_slow[:] = 0.0
-        self._weight_slow = 0.0
-        self.stints = 0.0
-        self._stint = None
-        self.leader = self.preferred
-        self.led = {name: 0 for name in self.names}
-        self.changes = []
-        self._open = None
-        if self.trail is not None:
-            self.trail = []
+        self._forget()
 
     def run(self, ids: np.ndarray, t0: int, only: Optional[Callable[[str], bool]] = None) -> dict[str, ShadowBatch]:
         """Every shadow (or those `only` accepts) serves the batch."""
@@ -323,7 +318,7 @@ class Guard:
     def record(self, batches: dict[str, ShadowBatch], served_by: str, start: int = 0,
                stop: Optional[int] = None) -> None:
         """Record the step of lookups [start, stop) of the shadows' batches (default: all of it),
-        served by `served_by`: :meth:`add` then :meth:`close`."""
+        served by `served_by`: :meth:`add` then :meth:`close` (a step left open is closed first)."""
         self.close()
         self.add(batches, served_by, start, stop)
         self.close()

@@ -375,9 +375,10 @@ class LearnedCachePolicy(LearnedOrder):
         n = starts.size
         first = at + max(self.guard_step - recorded, 0)
         last = at + self.guard_step_max - recorded
-        if first < n:
-            k = int(np.argmax(starts[first:min(last, n)])) + first if first < min(last, n) else first
-            if k < min(last, n) and starts[k]:
+        stop = min(last, n)
+        if first < stop:
+            k = first + int(np.argmax(starts[first:stop]))
+            if starts[k]:
                 return k, True
         return (last, True) if last <= n else (n, False)
 
@@ -386,11 +387,11 @@ class LearnedCachePolicy(LearnedOrder):
         The lookups up to the step's end in this batch are recorded as served by the leader."""
         t0, ids, id_list, shadows, _ = self._batch
         recorded = self.guard.open_lookups
-        if recorded:
-            end, ends = self._step_end_from(at, recorded)
-            if ends and end == at:
-                self.guard.close()
-                recorded = 0
+        end, ends = self._step_end_from(at, recorded)
+        if recorded and ends and end == at:  # the open step ended with the last batch
+            self.guard.close()
+            recorded = 0
+            end, ends = self._step_end_from(at, 0)
         leader = self.leader
         if not recorded:
             leader = self.guard.choose() if self.guard_on else "learned"
@@ -408,7 +409,6 @@ class LearnedCachePolicy(LearnedOrder):
                 self.leader = leader
             b = shadows[leader]
             self._events = (t0, id_list, b.hits.tolist(), b.evicted.tolist())
-        end, ends = self._step_end_from(at, recorded)
         self._applied = at
         self._step_end = end
         self.guard.add(shadows, self.leader, at, end)
