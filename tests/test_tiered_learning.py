@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_tiered_guard import shaped_ids
 
-from pymcoll.algorithms.tiered_cache import make_trace
+from pymcoll.algorithms.tiered_cache import make_trace, simulate
 from pymcoll.algorithms.tiered_cache.features import (BASE_FEATURES, FEATURE_NAMES, N_FEATURES, SCALES,
                                                       AccessFeatures)
 from pymcoll.algorithms.tiered_cache.learned import LearnedCachePolicy
@@ -182,9 +183,71 @@ def test_mlp_predicts_in_c_as_numpy_does():
     probe = np.vstack([x[:500], 50 * x[:50], np.zeros((1, 3), np.float32)])
     ref = TinyMLP(3, hidden=(16, 8), native=False)
     ref.weights, ref.biases, ref.mean, ref.scale = model.weights, model.biases, model.mean, model.scale
+    ref.lo, ref.hi = model.lo, model.hi
     got, want = model.predict(probe), ref.predict(probe)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+def test_mlp_gives_no_weight_to_a_feature_constant_in_training():
+    # A feature that never changed in the training set (a classical policy that never hit during the
+    # warm-up) says nothing: when it changes later the predictions must not move. Dividing by a floor on
+    # its spread made that change a jump of 10^6 standard deviations and turned predictions around.
+    x, y = separable(2000, 3)
+    x[:, 2] = 0.0
+    model = TinyMLP(3, seed=4)
+    model.fit(x, y, epochs=4)
+    assert model.scale[2] == 0.0 and model.scale[0] > 0
+    later = x[:300].copy()
+    later[:, 2] = 1.0
+    np.testing.assert_array_equal(model.predict(later), model.predict(x[:300]))
+
+
+def test_mlp_clips_inputs_to_the_training_range():
+    # Past the range a feature had in training a ReLU network extrapolates linearly; the model answers
+    # there as at the edge of what it saw, on the numpy and the C path alike, and the caller's array is
+    # left as it was.
+    x, y = separable(2000, 6)
+    x = x.astype(np.float32)
+    for native in (True, False):
+        model = TinyMLP(3, seed=5, native=native)
+        model.fit(x, y, epochs=3)
+        np.testing.assert_array_equal(model.lo, x.min(axis=0))
+        np.testing.assert_array_equal(model.hi, x.max(axis=0))
+        far = np.array([[1e3, -1e3, 7.0]], dtype=np.float32)
+        edge = np.array([[model.hi[0], model.lo[1], model.hi[2]]], dtype=np.float32)
+        np.testing.assert_array_equal(model.predict(far), model.predict(edge))
+        assert far[0, 0] == 1e3
+
+
+def test_mlp_takes_at_least_min_steps():
+    x, y = separable(3000, 7)  # 2 steps an epoch at the default batch of 1024
+    model = TinyMLP(3, seed=1)
+    model.fit(x, y, epochs=2)
+    assert model.steps == 4
+    model.fit(x, y, epochs=2, min_steps=25)
+    assert model.steps == 26  # whole epochs: 13 of 2 steps
+    with pytest.raises(ValueError, match="min_steps"):
+        model.fit(x, y, min_steps=-1)
+
+
+def test_mlp_warm_start_goes_on_from_the_last_fit():
+    x, y = separable(3000, 8)
+    x = x.astype(np.float32)
+    model = TinyMLP(3, seed=2)
+    model.fit(x, y, epochs=3)
+    mean, scale, w0 = model.mean.copy(), model.scale.copy(), model.weights[0].copy()
+    x2, y2 = separable(1500, 9)
+    x2 = (x2 + [0.0, 40.0, 0.0]).astype(np.float32)  # beyond the first range
+    model.fit(x2, y2, epochs=1, warm_start=True)
+    np.testing.assert_array_equal(model.mean, mean)
+    np.testing.assert_array_equal(model.scale, scale)
+    np.testing.assert_array_equal(model.hi, np.maximum(x.max(axis=0), x2.max(axis=0)))
+    np.testing.assert_array_equal(model.lo, np.minimum(x.min(axis=0), x2.min(axis=0)))
+    assert not np.array_equal(model.weights[0], w0)
+    # From scratch, the standardization is the new data's.
+    model.fit(x2, y2, epochs=1)
+    np.testing.assert_allclose(model.mean, x2.mean(axis=0), rtol=1e-5)
 
 
 def test_mlp_rejects_bad_shapes():
@@ -286,6 +349,10 @@ def test_learned_policy_errors():
         LearnedCachePolicy(10, retrain_every=0)
     with pytest.raises(ValueError, match="prefetch_age must be a non-negative"):
         LearnedCachePolicy(10, prefetch_age=-1)
+    with pytest.raises(ValueError, match="train_steps must be a non-negative"):
+        LearnedCachePolicy(10, train_steps=-1)
+    with pytest.raises(ValueError, match="retrain_epochs must be a non-negative"):
+        LearnedCachePolicy(10, retrain_epochs=-2)
 
 
 @pytest.mark.parametrize("age, victim", [(0, 1), (2, 1), (3, 9), (5, 9)])
@@ -313,6 +380,53 @@ def test_learned_policy_trains_and_retrains():
     serve_batches(trace.ids, capacity, pol, 1000, start=1000)
     assert pol.trainings == 3
     assert pol.predicted == trace.ids.size
+
+
+@pytest.mark.parametrize("retrain_epochs", [0, 1, 3])
+def test_retraining_goes_on_from_the_model_in_use(retrain_epochs):
+    # A retraining fits the model in use to the recent window (its standardization kept) for
+    # retrain_epochs epochs; with 0 it trains a new model as the first training does.
+    trace = make_trace(5000, "mixed", seed=2, n_lookups=9000, batch_size=1000)
+    pol = LearnedCachePolicy(trace.n_rows, retrain_every=4000, epochs=2, train_steps=20,
+                             retrain_epochs=retrain_epochs)
+    serve_batches(trace.ids[:2000], 200, pol, 1000)
+    pol.train()
+    first = pol.model
+    assert first.steps == 20  # 1 step an epoch on 1,800 examples: train_steps sets the count
+    serve_batches(trace.ids, 200, pol, 1000, start=2000)
+    assert pol.trainings == 2 and pol.model is not first
+    if retrain_epochs:
+        assert pol.model.steps == retrain_epochs * 5  # 5,400 examples: 5 steps an epoch
+        np.testing.assert_array_equal(pol.model.mean, first.mean)
+        assert np.all(pol.model.lo <= first.lo) and np.all(pol.model.hi >= first.hi)
+    else:
+        assert pol.model.steps == 20 and not np.array_equal(pol.model.mean, first.mean)
+
+
+def test_the_model_ranks_belady_keeps_above_drops_on_sorted_batches():
+    # Over deduplicated sorted batches the classical shadows LRU, ARC and LeCaR never hit in the warm-up
+    # while LFU starts hitting only after it: the model once read that change as a jump of 10^6
+    # standard deviations and ranked the rows Belady keeps below those it drops (AUC 0.23).
+    ids = shaped_ids("sorted-batches", 1)
+    seen: list[tuple[int, np.ndarray]] = []
+
+    class Watched(LearnedCachePolicy):
+        def _predict(self, x, batch, t0):
+            p = super()._predict(x, batch, t0)
+            if self.model is not None:
+                seen.append((t0, p))
+            return p
+
+    pol = Watched(int(ids.max()) + 1, guard=False)
+    simulate(ids, 0.05, pol)
+    t = np.concatenate([np.arange(t0, t0 + p.size) for t0, p in seen])
+    p = np.concatenate([p for _, p in seen])
+    keep = opt_next_hit(ids, pol.capacity)[t]
+    order = np.argsort(p, kind="stable")
+    ranks = np.empty(p.size)
+    ranks[order] = np.arange(p.size)
+    auc = (ranks[keep].sum() - keep.sum() * (keep.sum() - 1) / 2) / (keep.sum() * (~keep).sum())
+    assert auc > 0.53, auc
 
 
 # ---------------------------------------------------------------------------

@@ -71,6 +71,7 @@ picks them up.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import OrderedDict
@@ -160,6 +161,10 @@ class LearnedCachePolicy(LearnedOrder):
     `window` is how many past lookups a (re)training uses (default: all
     recorded so far, up to 1,000,000); `retrain_every` retrains after that
     many lookups since the last training (None: train once, when asked).
+    `train_steps`: the fewest optimizer steps a training takes (more
+    epochs than `epochs` on a short record). `retrain_epochs`: a retraining
+    goes on from the model in use for this many epochs over the window (0:
+    a new model, trained as the first one).
     `prefetch_age` is how many lookups older than a row just looked up a
     prefetched row ranks when it comes in (0: as if just looked up), and
     `prefetch_grace` how long it may stay unused before it goes first
@@ -190,9 +195,15 @@ class LearnedCachePolicy(LearnedOrder):
                  experts: Sequence[str] = ONLINE, guard: bool = True, guard_step: int = 256,
                  guard_half_life: Optional[float] = None, guard_margin: float = 0.0025,
                  guard_clip: float = 0.05, guard_step_max: Optional[int] = None, guard_slow: Optional[float] = 4.0,
-                 scan_run: Optional[int] = 8, scan_hold: float = 0.01) -> None:
+                 scan_run: Optional[int] = 8, scan_hold: float = 0.01, train_steps: int = 0,
+                 retrain_epochs: int = 3) -> None:
         if horizon <= 0:
             raise ValueError(f"horizon must be positive (in capacities), got {horizon}")
+        if retrain_epochs < 0:
+            raise ValueError(f"retrain_epochs must be a non-negative number of epochs (0: a new model each "
+                             f"time), got {retrain_epochs}")
+        if train_steps < 0:
+            raise ValueError(f"train_steps must be a non-negative number of optimizer steps, got {train_steps}")
         if retrain_every is not None and retrain_every < 1:
             raise ValueError(f"retrain_every must be a positive number of lookups or None, got {retrain_every}")
         if prefetch_age < 0:
@@ -222,6 +233,8 @@ class LearnedCachePolicy(LearnedOrder):
         self.n_rows = int(n_rows)
         self.hidden = hidden
         self.epochs = epochs
+        self.train_steps = int(train_steps)
+        self.retrain_epochs = int(retrain_epochs)
         self.window = int(window) if window is not None else 1_000_000
         self.retrain_every = retrain_every
         self.prefetch_grace = prefetch_grace
@@ -337,8 +350,16 @@ class LearnedCachePolicy(LearnedOrder):
         labels = opt_next_hit(ids, self.capacity)
         # The last lookups' next-access outcome lies beyond the record: leave them out.
         keep = max(1, int(ids.size * 0.9))
-        model = TinyMLP(x.shape[1], self.hidden, seed=self.seed + self.trainings)
-        loss = model.fit(x[:keep], labels[:keep], epochs=self.epochs, seed=self.seed + self.trainings)
+        if self.retrain_epochs and self.model is not None:
+            # Go on from the model in use: its inputs' standardization stays, a few steps fit it to the
+            # recent past (a model trained from scratch every time costs 10x as much for the same hits).
+            model = copy.deepcopy(self.model)
+            loss = model.fit(x[:keep], labels[:keep], epochs=self.retrain_epochs, seed=self.seed + self.trainings,
+                             warm_start=True)
+        else:
+            model = TinyMLP(x.shape[1], self.hidden, seed=self.seed + self.trainings)
+            loss = model.fit(x[:keep], labels[:keep], epochs=self.epochs, seed=self.seed + self.trainings,
+                             min_steps=self.train_steps)
         if self.model is None and self.guard_on:
             # Until now the model's order was LRU's (no predictions): its hits over the window say
             # nothing of the model, so it takes the lead back only by beating the best classical one.

@@ -2,6 +2,15 @@
 
 Two hidden ReLU layers and a logistic output, trained with Adam on the
 log loss; inputs are standardized with the training set's mean and spread.
+Before that they are clipped to the range each feature had in the training
+set: a ReLU network extrapolates linearly past the data it saw, and the
+access features drift past it as a stream goes on (a decayed count at a time
+scale longer than the training stretch keeps growing; a classical policy
+that never hit during the warm-up starts hitting). A feature that was
+constant in the training set carries no weight at all (its spread is 0, so
+it cannot be standardized; dividing by a floor instead made its first
+change later a jump of a million standard deviations, which turned the
+predictions upside down).
 Small on purpose: a batch of 2048 lookups costs two matrix products of
 2048 x 6 x 16 and 2048 x 16 x 8, tens of microseconds on one core.
 """
@@ -34,9 +43,13 @@ class TinyMLP:
         self.biases = [np.zeros(b, dtype=np.float32) for b in sizes[1:]]
         self.mean = np.zeros(n_inputs, dtype=np.float32)
         self.scale = np.ones(n_inputs, dtype=np.float32)
+        # The training set's range per feature (None before fit: no clipping).
+        self.lo: Optional[np.ndarray] = None
+        self.hi: Optional[np.ndarray] = None
         self.n_inputs = n_inputs
         self.native = bool(native)
         self.trained = False
+        self.steps = 0  # Adam steps of the last fit
         self._packed: Optional[np.ndarray] = None
 
     def layers_changed(self) -> None:
@@ -55,6 +68,8 @@ class TinyMLP:
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.n_inputs:
             raise ValueError(f"inputs must have shape (n, {self.n_inputs}), got {x.shape}")
+        if self.lo is not None:
+            x = np.clip(x, self.lo, self.hi)  # a copy: the caller's features stay as they were
         if self.native:
             if self._packed is None:
                 self._packed = pack_mlp(self.weights, self.biases)
@@ -63,8 +78,15 @@ class TinyMLP:
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
 
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int = 6, batch: int = 1024, lr: float = 3e-3,
-            weight: Optional[np.ndarray] = None, seed: int = 0) -> float:
-        """Train on inputs `x` and 0/1 labels `y`; returns the final mean log loss."""
+            weight: Optional[np.ndarray] = None, seed: int = 0, min_steps: int = 0,
+            warm_start: bool = False) -> float:
+        """Train on inputs `x` and 0/1 labels `y`; returns the final mean log loss.
+
+        `epochs` passes over the data, or more where that takes fewer than
+        `min_steps` Adam steps (a small training set: 8,000 examples make 7
+        steps an epoch). `warm_start`: go on from the layers and the
+        standardization of the last fit (the clipping range widens to take
+        in `x`) instead of starting over."""
         x = np.asarray(x, dtype=np.float32)
         y = np.asarray(y, dtype=np.float32).ravel()
         if x.ndim != 2 or x.shape[1] != self.n_inputs or x.shape[0] != y.size:
@@ -72,8 +94,15 @@ class TinyMLP:
         if y.size == 0:
             raise ValueError("fit needs at least one example")
         w_ex = np.ones_like(y) if weight is None else np.asarray(weight, dtype=np.float32)
-        self.mean = x.mean(axis=0)
-        self.scale = (1.0 / np.maximum(x.std(axis=0), 1e-6)).astype(np.float32)
+        if min_steps < 0:
+            raise ValueError(f"min_steps must be a non-negative number of steps, got {min_steps}")
+        if warm_start and self.trained and self.lo is not None:
+            self.lo, self.hi = np.minimum(self.lo, x.min(axis=0)), np.maximum(self.hi, x.max(axis=0))
+        else:
+            self.mean = x.mean(axis=0)
+            std = x.std(axis=0)
+            self.scale = np.where(std > 1e-6, 1.0 / np.maximum(std, 1e-6), 0.0).astype(np.float32)
+            self.lo, self.hi = x.min(axis=0), x.max(axis=0)
         self.layers_changed()  # the steps below change the layers in place
         params = self.weights + self.biases
         m = [np.zeros_like(p) for p in params]
@@ -82,8 +111,10 @@ class TinyMLP:
         step = 0
         b1, b2 = 0.9, 0.999
         nl = len(self.weights)
+        per_epoch = max(1, y.size // batch)
+        epochs = max(epochs, -(-min_steps // per_epoch))
         for _ in range(epochs):
-            for idx in np.array_split(rng.permutation(y.size), max(1, y.size // batch)):
+            for idx in np.array_split(rng.permutation(y.size), per_epoch):
                 acts = self._forward(x[idx])
                 z = acts[-1][:, 0]
                 p = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
@@ -100,6 +131,7 @@ class TinyMLP:
                     v[j] = b2 * v[j] + (1 - b2) * gr * gr
                     p_ -= lr * (m[j] / (1 - b1 ** step)) / (np.sqrt(v[j] / (1 - b2 ** step)) + 1e-8)
         self.trained = True
+        self.steps = step
         p = self.predict(x)
         eps = 1e-7
         return float(-np.mean(w_ex * (y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))))
