@@ -351,8 +351,8 @@ class LearnedCachePolicy(LearnedOrder):
         # The last lookups' next-access outcome lies beyond the record: leave them out.
         keep = max(1, int(ids.size * 0.9))
         if self.retrain_epochs and self.model is not None:
-            # Go on from the model in use: its inputs' standardization stays, a few steps fit it to the
-            # recent past (a model trained from scratch every time costs 10x as much for the same hits).
+            # Go on from the model in use: its inputs' standardization stays and a few epochs fit it to
+            # the recent past (from scratch, every 8,192 lookups, training took 9x as long).
             model = copy.deepcopy(self.model)
             loss = model.fit(x[:keep], labels[:keep], epochs=self.retrain_epochs, seed=self.seed + self.trainings,
                              warm_start=True)

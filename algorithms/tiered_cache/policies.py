@@ -38,6 +38,8 @@ from typing import Container, Optional
 
 import numpy as np
 
+from .native import NativeShadow
+
 _NO_PIN: frozenset = frozenset()
 _NEVER = int(np.iinfo(np.int64).max)  # the next use of a row never looked up again
 
@@ -729,8 +731,6 @@ def opt_next_hit(ids: np.ndarray, capacity: int) -> np.ndarray:
         # rows never looked up again, go oldest first, as OPTPolicy's (-next, t). The retrainings of the
         # learned policy label every window this way, so the Python heap (0.2 s per 32,768 lookups)
         # would cost more than the model itself.
-        from .native import NativeShadow
-
         shadow = NativeShadow({"kind": "priority"}, capacity, int(ids.max()) + 1)
         offsets = -nxt.astype(np.float64) - np.arange(ids.size, dtype=np.float64)
         hits = shadow.run(ids, 0, offsets)[0].astype(bool)
