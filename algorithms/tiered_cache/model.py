@@ -96,7 +96,7 @@ class TinyMLP:
         w_ex = np.ones_like(y) if weight is None else np.asarray(weight, dtype=np.float32)
         if min_steps < 0:
             raise ValueError(f"min_steps must be a non-negative number of steps, got {min_steps}")
-        if warm_start and self.trained and self.lo is not None:
+        if warm_start and self.trained:  # fit set lo and hi with trained
             self.lo, self.hi = np.minimum(self.lo, x.min(axis=0)), np.maximum(self.hi, x.max(axis=0))
         else:
             self.mean = x.mean(axis=0)
