@@ -268,6 +268,13 @@ class HostModel:
         """An exchange round between hosts with `lanes` ranks of each host taking part."""
         return self.axl if lanes > 1 else self.ax1
 
+    def runs_ahead(self, node_bytes: float) -> bool:
+        """Whether a lanes' tree call of `node_bytes` in the node buffer takes a slot of the node's
+        ring (pmc_node_ring_claim: the data area over 8 slots where a host's ranks share CPUs, over
+        2 otherwise), so that the ranks of a loop run calls ahead of each other."""
+        slots = 8 if self.P > self.cpus else 2
+        return self.P > 1 and node_bytes <= (SHM_DATA_BYTES // slots) & ~63
+
     def predict(self, impl: str, coll: str, m: float, small_max: float = 64 << 10) -> float:
         """Seconds per call of `coll` in implementation `impl` (lanes, leader, mpi4py), m bytes per rank."""
         T0, B = getattr(self, impl)(coll, float(m), small_max)
@@ -278,12 +285,19 @@ class HostModel:
         N, P = self.N, self.P
         L, R = P, P + 1
         an, ano, bc = self.an, self.ano, self.bc
+        # When the calls run ahead, a loop costs per call what its busiest host spends on one. The
+        # tree's first node step then overlaps the call before where another host is the busier
+        # one: Bcast's root host hands the message to one lane, the receiving host takes it in and
+        # spreads it; Gather's other hosts gather their blocks, the root's host takes all of them
+        # in. Scatter's root host does the most in both: it hands out every block and sends them.
         if coll == "bcast":  # (L+1)-ary tree of whole messages
             rounds = lg(N, R)
-            return ano + rounds * (an + ano + m * bc) + m * self.bsh + self.copies(m), min(L, N - 1) * m
+            first = 0.0 if self.runs_ahead(m) else ano
+            return first + rounds * (an + ano + m * bc) + m * self.bsh + self.copies(m), min(L, N - 1) * m
         if coll in ("scatter", "gather"):  # the same tree, carrying its subtrees' blocks
             moved = (N - 1) * P * m
-            return (ano + lg(N, R) * (an + ano) + moved * bc + N * P * m * self.bsh + self.copies(m)), moved
+            first = 0.0 if coll == "gather" and self.runs_ahead(N * P * m) else ano
+            return (first + lg(N, R) * (an + ano) + moved * bc + N * P * m * self.bsh + self.copies(m)), moved
         if coll == "allgather":
             moved = (N - 1) * P * m
             if P * m <= small_max:  # Bruck over hosts, radix L+1
@@ -313,8 +327,9 @@ class HostModel:
         N, P, ano = self.N, self.P, self.ano
         moved = (N - 1) * P * P * m  # what a host sends to the others
         counts = ano if coll == "alltoallv" else 0.0
-        if m >= 2048:  # blocks this large go rank to rank: every rank its (N-1)P remote messages
-            return counts + ano + (N - 1) * P * self.exchange(P) + moved * self.bc + self.copies(P * m), moved
+        if m >= 2048:  # blocks this large go rank to rank, every rank's (N-1)P remote messages posted at
+            # once (as MPICH's scattered Alltoall below), the blocks within the host through the node
+            return counts + ano + (N - 1) * P * self.axl / 2 + moved * self.bc + self.copies(P * m), moved
         phases = math.ceil((N - 1) / lanes)
         return (counts + phases * (2 * ano + self.exchange(min(lanes, N - 1))) + moved * self.bc
                 + self.copies(2 * N * P * m)), moved
@@ -335,8 +350,10 @@ class HostModel:
         if coll in ("reduce", "allreduce"):  # host partials; the leaders' MPI Iallgather / Igather
             node_reduce = 2 * ano + self.copies(m) + (P - 1) * m * self.g
             moved = (N - 1) * m
-            if coll == "reduce":  # the other leaders send and go on: the root's leader's receives
-                return node_reduce + (N - 1) * an + moved * bc + (N - 1) * m * self.g, moved
+            if coll == "reduce":  # the other leaders send and go on: the root's leader's receives,
+                # then (the root not its host's leader) a broadcast in the root's host hands it over
+                hand_off = ano + self.copies(m) if P > 1 else 0.0
+                return node_reduce + (N - 1) * an + moved * bc + (N - 1) * m * self.g + hand_off, moved
             return (node_reduce + lg(N, 2) * self.ax1 + moved * bc + (N - 1) * m * self.g + ano
                     + self.copies(m)), moved
         if coll in ("alltoall", "alltoallv"):  # the lanes' exchange on lane 0 alone
@@ -484,6 +501,8 @@ def link_check(terms: dict[str, Any], rate: str, burst: float) -> list[dict[str,
     return rows
 
 
+#: The node segment's data area (PYMCOLL_SHM_SIZE's default), which the lanes' ring divides.
+SHM_DATA_BYTES = 4 << 20
 LATENCY_TERMS = ("alpha_net", "alpha_x_one", "alpha_x_all", "alpha_mpi_local", "alpha_node")
 
 
