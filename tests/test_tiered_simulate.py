@@ -253,6 +253,40 @@ def test_an_idle_prefetcher_learns_its_cost_from_what_it_withheld(short_mixed):
     assert (r.hits, r.on_demand_fetches) == (plain.hits, plain.on_demand_fetches)
 
 
+@pytest.mark.parametrize("lookahead, background", [(3, False), (4, True), (64, True)])
+def test_batches_prepared_together_change_nothing(lookahead, background):
+    # A sorted-batches array (short batches, a step that ends where the ids stop rising) and a trace
+    # with the scan filter's runs: shadows, features and predictions of several batches in one pass
+    # serve exactly as one batch at a time, leader changes included; 64 reaches past the warm-up.
+    from test_tiered_guard import shaped_ids
+
+    for ids, share in ((shaped_ids("sorted-batches", 1), 0.05), (shaped_ids("scans", 2), 0.1)):
+        one = simulate(ids, share, "learned")
+        many = simulate(ids, share, "learned", lookahead=lookahead, background=background)
+        assert (many.hits, many.on_demand_fetches, many.leaders) == (one.hits, one.on_demand_fetches, one.leaders)
+        assert len(one.leaders) > 1, "no change of leader: the comparison would not cover one"
+
+
+def test_prepare_batches_checks_its_batches():
+    pol = LearnedCachePolicy(100)
+    pol.reset(10)
+    with pytest.raises(ValueError, match="expects the batch at time 0"):
+        pol.prepare_batches([(5, np.arange(3))])
+    with pytest.raises(ValueError, match="expects the batch at time 3"):
+        pol.prepare_batches([(0, np.arange(3)), (4, np.arange(3))])
+    with pytest.raises(ValueError, match="1-D"):
+        pol.prepare_batches([(0, np.zeros((2, 2), dtype=np.int64))])
+    pol.prepare_batches([])  # nothing to do
+    pol.prepare_batches([(0, np.arange(3)), (3, np.arange(5))])
+    assert sorted(pol._prepared) == [0, 3] and pol._prepared[3][0].size == 5
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4"])
+def test_simulate_rejects_a_bad_lookahead(short_mixed, bad):
+    with pytest.raises(ValueError, match="lookahead"):
+        simulate(short_mixed, 0.05, "learned", lookahead=bad)
+
+
 @pytest.mark.parametrize("policy", ["learned", "learned+prefetch"])
 def test_background_thread_changes_nothing(short_mixed, policy):
     def run(background: bool):

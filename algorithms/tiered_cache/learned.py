@@ -66,7 +66,11 @@ outside the leader's contents is left to evict; past
 The model and the shadows run a batch ahead: :meth:`prepare` computes the
 next batch's shadows, features and predictions (the simulator runs it in a
 background thread while the current batch is served) and :meth:`observe`
-picks them up.
+picks them up. :meth:`prepare_batches` does the same for several batches in
+one pass, when their ids are known ahead (a data loader's queue): every
+shadow then fetches its hot rows into the caches once for all of them, which
+is most of its cost a batch. The predictions of a batch come from the model
+in use when the batch was prepared.
 """
 
 from __future__ import annotations
@@ -297,14 +301,30 @@ class LearnedCachePolicy(LearnedOrder):
 
     def prepare(self, ids: np.ndarray, t0: int) -> None:
         """Shadows, features and predictions of the batch `ids` starting at time `t0` (batches in order)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if t0 != self._next_t:
-            raise ValueError(f"prepare() expects the batch at time {self._next_t}, got t0={t0}")
+        self.prepare_batches([(t0, ids)])
+
+    def prepare_batches(self, batches: Sequence[tuple[int, np.ndarray]]) -> None:
+        """:meth:`prepare` for consecutive batches ``(t0, ids)``, in one pass over all their lookups
+        (the same shadows, features and, with the same model, predictions as one at a time)."""
+        parts = [(int(t0), np.asarray(ids, dtype=np.int64)) for t0, ids in batches]
+        if not parts:
+            return
+        expect = self._next_t
+        for t0, ids in parts:
+            if ids.ndim != 1:
+                raise ValueError(f"the batch at time {t0} must be a 1-D array of row ids, got shape {ids.shape}")
+            if t0 != expect:
+                raise ValueError(f"prepare() expects the batch at time {expect}, got t0={t0}")
+            expect += ids.size
+        t0 = parts[0][0]
+        ids = parts[0][1] if len(parts) == 1 else np.concatenate([b for _, b in parts])
         with self._shadow_lock:
             start = time.thread_time()
             shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
             mid = time.thread_time()
-            x = self.features.batch(ids, t0)
+            # Per batch: a feature counts the row's lookups within its own batch.
+            x = self.features.batch(ids, t0) if len(parts) == 1 else np.vstack(
+                [self.features.batch(b, bt0) for bt0, b in parts])
             if self.experts:
                 x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
             p = self._predict(x, ids, t0)
@@ -314,7 +334,13 @@ class LearnedCachePolicy(LearnedOrder):
             self.guard_seconds += (mid - start) + (time.thread_time() - end)
             self.model_seconds += end - mid
             self.predicted += ids.size
-            self._prepared[t0] = (ids, x, p, shadows)
+            lo = 0
+            for bt0, b in parts:
+                hi = lo + b.size
+                cut = shadows if len(parts) == 1 else {
+                    name: ShadowBatch(bt0, sb.hits[lo:hi], sb.evicted[lo:hi]) for name, sb in shadows.items()}
+                self._prepared[bt0] = (b, x[lo:hi], p[lo:hi], cut)
+                lo = hi
             self._next_t = t0 + ids.size
 
     def observe(self, ids: np.ndarray, t0: int) -> None:

@@ -117,7 +117,7 @@ def _from_name(name: str, n_rows: int) -> tuple[Policy, Optional[LearnedPrefetch
 
 def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], policy: Union[str, Policy] = "lru",
              *, warmup: float = 0.2, prefetcher: Optional[LearnedPrefetcher] = None,
-             background: bool = True) -> SimResult:
+             background: bool = True, lookahead: int = 1) -> SimResult:
     """Serve `trace` from a fast tier of `capacity` rows under `policy`; score after the warm-up.
 
     `trace`: a :class:`Trace` or an integer array of row ids (one batch of
@@ -127,7 +127,14 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
     served unscored first (the learned policies train on it). `prefetcher`:
     an extra prefetcher for a policy object. `background`: run the model and
     the prefetcher in a thread, a batch ahead (False: inline, same results).
+    `lookahead`: the learned policies prepare this many batches at a time
+    (:meth:`~.learned.LearnedCachePolicy.prepare_batches`), as a store whose
+    next batches' ids are known ahead would; the batches after the warm-up's
+    first wait for the trained model, so with the default training the hits
+    are the same as one batch at a time.
     """
+    if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
+        raise ValueError(f"lookahead must be a whole number of batches, at least 1, got {lookahead!r}")
     if not isinstance(trace, Trace):
         ids = np.asarray(trace)
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
@@ -174,10 +181,21 @@ def simulate(trace: Union[Trace, np.ndarray], capacity: Union[int, float], polic
     trained = not learned and pf is None  # nothing to train
     pool = ThreadPoolExecutor(max_workers=1) if background else None
 
+    # The first batch at or past the warm-up's end: the learned policy trains before serving it, so
+    # the batches after it are prepared once that is done.
+    first_scored = next((j for j, (t, _) in enumerate(batches) if t >= warm_end), len(batches))
+    next_prepared = 1  # batch 0 is prepared when it is served
+
     def ahead(i: int) -> Optional[np.ndarray]:
-        """The model's work for after batch i: predictions of batch i+1, prefetches after batch i."""
-        if learned and i + 1 < len(batches):
-            pol.prepare(batches[i + 1][1], batches[i + 1][0])
+        """The model's work for after batch i: predictions of the batches from i+1 (`lookahead` of them,
+        once those before are served), prefetches after batch i."""
+        nonlocal next_prepared
+        if learned and next_prepared == i + 1 < len(batches):
+            end = min(len(batches), i + 1 + int(lookahead))
+            if i + 1 <= first_scored < end - 1:
+                end = first_scored + 1
+            pol.prepare_batches(batches[i + 1:end])
+            next_prepared = end
         if pf is not None:
             # Untrained, it predicts nothing but keeps its absence clock running.
             return pf.predict(batches[i][1], batches[i][0])
