@@ -120,18 +120,15 @@ def timing(rows: int = 125_000) -> dict[str, Any]:
            "train_seconds": r.train_seconds}
     # With the model in a background thread, the two threads share the machine's cores (on two hyperthreads
     # of one core each runs at about half speed); inline, the model and the guard have a core to themselves.
-    alone = sorted((x.us_per_lookup, x.guard_us_per_lookup)
-                   for x in (simulate(trace, 0.05, "learned", background=False) for _ in range(3)))
-    model_us, guard_us = alone[1]
-    out.update({"inline_us_per_lookup": model_us, "inline_guard_us_per_lookup": guard_us,
-                "inline_model_and_guard_us_per_lookup": model_us + guard_us})
-    # Four batches prepared in one pass (their ids known ahead): the same hits; each shadow fetches
-    # its hot rows into the caches once for four batches.
-    ahead4 = sorted((x.us_per_lookup, x.guard_us_per_lookup)
-                    for x in (simulate(trace, 0.05, "learned", background=False, lookahead=4) for _ in range(3)))
-    model4, guard4 = ahead4[1]
-    out.update({"inline_lookahead4_us_per_lookup": model4, "inline_lookahead4_guard_us_per_lookup": guard4,
-                "inline_lookahead4_model_and_guard_us_per_lookup": model4 + guard4})
+    # Four batches prepared in one pass (their ids known ahead) give the same hits; each shadow then
+    # fetches its hot rows into the caches once for four batches.
+    for prefix, lookahead in (("inline", 1), ("inline_lookahead4", 4)):
+        runs = sorted((x.us_per_lookup, x.guard_us_per_lookup)
+                      for x in (simulate(trace, 0.05, "learned", background=False, lookahead=lookahead)
+                                for _ in range(3)))
+        model_us, guard_us = runs[1]
+        out.update({f"{prefix}_us_per_lookup": model_us, f"{prefix}_guard_us_per_lookup": guard_us,
+                    f"{prefix}_model_and_guard_us_per_lookup": model_us + guard_us})
     return out
 
 

@@ -46,6 +46,8 @@ sys.path.insert(0, str(HERE))  # perfutil, also under python -P
 from cost_model import best_of, pingpong  # noqa: E402  (the virtual-node model's measurements)
 from perfutil import plotter, run_record, write_results  # noqa: E402
 
+from pymcoll.config import OPTIONS  # noqa: E402
+
 RESULTS = HERE / "results"
 COLLS = ("bcast", "scatter", "gather", "allgather", "reduce", "allreduce", "alltoall", "alltoallv")
 IMPLS = ("lanes", "leader", "mpi4py")
@@ -501,8 +503,9 @@ def link_check(terms: dict[str, Any], rate: str, burst: float) -> list[dict[str,
     return rows
 
 
-#: The node segment's data area (PYMCOLL_SHM_SIZE's default), which the lanes' ring divides.
-SHM_DATA_BYTES = 4 << 20
+#: The node segment's data area, which the lanes' ring divides: PYMCOLL_SHM_SIZE's default, which
+#: the recorded runs used.
+SHM_DATA_BYTES = int(OPTIONS["PYMCOLL_SHM_SIZE"].default)
 LATENCY_TERMS = ("alpha_net", "alpha_x_one", "alpha_x_all", "alpha_mpi_local", "alpha_node")
 
 

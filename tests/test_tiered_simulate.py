@@ -19,6 +19,7 @@ from pymcoll.algorithms.tiered_cache import (CLASSIC, KINDS, POLICIES, GroupOrac
                                              LearnedPrefetcher, LRUPolicy, NextBatchOracle, OPTPolicy, SimResult,
                                              Trace, describe, make_trace, record_dlrm_trace, replay,
                                              resolve_capacity, simulate)
+from test_tiered_guard import shaped_ids
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +259,6 @@ def test_batches_prepared_together_change_nothing(lookahead, background):
     # A sorted-batches array (short batches, a step that ends where the ids stop rising) and a trace
     # with the scan filter's runs: shadows, features and predictions of several batches in one pass
     # serve exactly as one batch at a time, leader changes included; 64 reaches past the warm-up.
-    from test_tiered_guard import shaped_ids
-
     for ids, share in ((shaped_ids("sorted-batches", 1), 0.05), (shaped_ids("scans", 2), 0.1)):
         one = simulate(ids, share, "learned")
         many = simulate(ids, share, "learned", lookahead=lookahead, background=background)

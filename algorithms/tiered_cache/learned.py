@@ -314,7 +314,8 @@ class LearnedCachePolicy(LearnedOrder):
             if ids.ndim != 1:
                 raise ValueError(f"the batch at time {t0} must be a 1-D array of row ids, got shape {ids.shape}")
             if t0 != expect:
-                raise ValueError(f"prepare() expects the batch at time {expect}, got t0={t0}")
+                raise ValueError(f"prepare() expects the batch at time {expect}, got t0={t0}: prepare each "
+                                 "batch once, in the order they are served")
             expect += ids.size
         t0 = parts[0][0]
         ids = parts[0][1] if len(parts) == 1 else np.concatenate([b for _, b in parts])
@@ -323,8 +324,8 @@ class LearnedCachePolicy(LearnedOrder):
             shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
             mid = time.thread_time()
             # Per batch: a feature counts the row's lookups within its own batch.
-            x = self.features.batch(ids, t0) if len(parts) == 1 else np.vstack(
-                [self.features.batch(b, bt0) for bt0, b in parts])
+            xs = [self.features.batch(b, bt0) for bt0, b in parts]
+            x = xs[0] if len(xs) == 1 else np.vstack(xs)
             if self.experts:
                 x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
             p = self._predict(x, ids, t0)
@@ -337,8 +338,7 @@ class LearnedCachePolicy(LearnedOrder):
             lo = 0
             for bt0, b in parts:
                 hi = lo + b.size
-                cut = shadows if len(parts) == 1 else {
-                    name: ShadowBatch(bt0, sb.hits[lo:hi], sb.evicted[lo:hi]) for name, sb in shadows.items()}
+                cut = {name: ShadowBatch(bt0, sb.hits[lo:hi], sb.evicted[lo:hi]) for name, sb in shadows.items()}
                 self._prepared[bt0] = (b, x[lo:hi], p[lo:hi], cut)
                 lo = hi
             self._next_t = t0 + ids.size
