@@ -23,6 +23,7 @@ perf/bench_lanes.py's runs on the same hosts (perf/results/lanes_np*_hosts*.json
 
   python perf/cost_model_hosts.py                  # measure every configuration, compare, fit
   python perf/cost_model_hosts.py --params perf/results/cost_model_hosts.json   # reuse the terms
+  python perf/cost_model_hosts.py --runs /tmp/set --out /tmp/set/cost_model_hosts.json   # another set
 
 Writes perf/results/cost_model_hosts.{json,png}. Needs root (the test bed; docs/cluster.md).
 """
@@ -421,10 +422,10 @@ class HostModel:
         raise ValueError(coll)
 
 
-def runs() -> list[tuple[Path, dict[str, Any]]]:
+def runs(directory: Path = RESULTS) -> list[tuple[Path, dict[str, Any]]]:
     """The bench_lanes runs on test-bed hosts: (path, its JSON)."""
     out = []
-    for path in sorted(glob.glob(str(RESULTS / "lanes_np*_hosts*.json"))):
+    for path in sorted(glob.glob(str(Path(directory) / "lanes_np*_hosts*.json"))):
         # The recorded sets only (lanes_np4_hosts2_1gbit), not their variants (a _steady suffix).
         if not re.fullmatch(r"lanes_np\d+_hosts\d+_\w+?bit", Path(path).stem):
             continue
@@ -552,12 +553,12 @@ def fit_latencies(terms: dict[str, Any], runs_of_config: list[dict[str, Any]], b
     return dict(zip(LATENCY_TERMS, (float(v) for v in np.exp(x))))
 
 
-def compare(params: dict[str, Any], burst: float, fitted: Optional[dict[str, dict[str, float]]] = None
-            ) -> list[dict[str, Any]]:
+def compare(params: dict[str, Any], burst: float, fitted: Optional[dict[str, dict[str, float]]] = None,
+            directory: Path = RESULTS) -> list[dict[str, Any]]:
     """Predicted against measured for every point of every run whose configuration was measured;
     with `fitted`, also the prediction from each configuration's fitted latency terms."""
     rows = []
-    for path, data in runs():
+    for path, data in runs(directory):
         h = data["header"]
         per_host = h["ranks"] // h["hosts"]
         key = config_key(h["hosts"], per_host, h["link_rate"])
@@ -585,6 +586,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", help="reuse the measured terms of a previous cost_model_hosts.json")
     ap.add_argument("--out", default=str(RESULTS / "cost_model_hosts.json"))
+    ap.add_argument("--runs", default=str(RESULTS),
+                    help="the folder of perf/bench_lanes.py's runs on test-bed hosts (default perf/results)")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--link-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -600,7 +603,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         params = json.loads(Path(args.params).read_text())["params"]
     else:
         configs = {(d["header"]["hosts"], d["header"]["ranks"] // d["header"]["hosts"], d["header"]["link_rate"])
-                   for _, d in runs() if d["header"].get("link_rate")}
+                   for _, d in runs(args.runs) if d["header"].get("link_rate")}
         params = measure_shapes(configs)
     for shape, t in params.items():
         print(f"# {shape}: alpha_net {t['alpha_net'] * 1e6:.2f} us, TCP {1 / t['beta_tcp'] / 1e9:.2f} GB/s, "
@@ -614,11 +617,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               " ".join(f"{row['size']}:{row['ratio']:.2f}" for row in lc))
     fitted = {}
     for key, terms in params.items():
-        same = [d for _, d in runs() if config_key(d["header"]["hosts"], d["header"]["ranks"] // d["header"]["hosts"],
-                                                  d["header"].get("link_rate")) == key]
+        same = [d for _, d in runs(args.runs)
+                if config_key(d["header"]["hosts"], d["header"]["ranks"] // d["header"]["hosts"],
+                              d["header"].get("link_rate")) == key]
         fitted[key] = fit_latencies(terms, same, TBF_BURST)
         print(f"# {key} fitted: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in fitted[key].items()))
-    rows = compare(params, TBF_BURST, fitted)
+    rows = compare(params, TBF_BURST, fitted, Path(args.runs))
     print("\n# predicted / measured: with the measured terms (measured), with the fitted latency terms (fitted); "
           "* outside 25%; spread: slowest / fastest launch of the point")
     print(f"{'run':<24} {'coll':<10} {'impl':<7} {'size':>7} {'measured_us':>11} {'measured':>8} {'fitted':>7} "
