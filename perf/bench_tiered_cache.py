@@ -24,7 +24,8 @@ capacity, the smallest margin over the seeds, and checks the learned
 policy's acceptance points. --timing also times simulate("learned") on
 10^6 lookups of a mixed trace (wall time, one process), and the model's and
 the guard's CPU time per lookup inline on one core, one batch prepared at a
-time and four at a time (``lookahead=4``, the same hits).
+time and four at a time (``lookahead=4``, the same hits); and the same trace
+through a TieredEmbeddingStore, one batch a call and four (``lookup_batches``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perfutil, also under python -P
 from perfutil import plotter, run_record, write_results  # noqa: E402
@@ -129,6 +132,45 @@ def timing(rows: int = 125_000) -> dict[str, Any]:
         model_us, guard_us = runs[1]
         out.update({f"{prefix}_us_per_lookup": model_us, f"{prefix}_guard_us_per_lookup": guard_us,
                     f"{prefix}_model_and_guard_us_per_lookup": model_us + guard_us})
+    for batches_a_call in (1, 4):
+        out.update(store_timing(trace, batches_a_call))
+    return out
+
+
+def store_timing(trace: Any, batches_a_call: int, share: float = 0.05, dim: int = 8) -> dict[str, Any]:
+    """The same trace through a TieredEmbeddingStore with the learned policy: the warm-up served, the
+    model trained, the rest served `batches_a_call` batches a call (lookup or lookup_batches); wall
+    time a lookup in all and the policy's model and guard CPU time a lookup."""
+    import tempfile
+
+    from pymcoll.algorithms.tiered_cache import TieredEmbeddingStore
+
+    batches = [b for _, b in trace.batches()]
+    capacity = max(1, int(share * np.unique(trace.ids).size))
+    warm = len(batches) // 5
+    with tempfile.TemporaryDirectory() as tmp:
+        store = TieredEmbeddingStore.create(Path(tmp) / "table.emb", np.zeros((trace.n_rows, dim), np.float32),
+                                            capacity, "learned")
+        for b in batches[:warm]:
+            store.lookup(b)
+        pol = store.policy
+        pol.train()
+        model0, guard0 = pol.model_seconds, pol.guard_seconds
+        rest = batches[warm:]
+        n = sum(b.size for b in rest)
+        started = time.perf_counter()
+        for i in range(0, len(rest), batches_a_call):
+            if batches_a_call == 1:
+                store.lookup(rest[i])
+            else:
+                store.lookup_batches(rest[i:i + batches_a_call])
+        wall = time.perf_counter() - started
+        prefix = f"store_{batches_a_call}_batches_a_call"
+        out = {f"{prefix}_us_per_lookup": wall / n * 1e6,
+               f"{prefix}_model_and_guard_us_per_lookup": (pol.model_seconds - model0 + pol.guard_seconds - guard0)
+               / n * 1e6,
+               f"{prefix}_hit_rate": store.stats()["hit_rate"]}
+        store.close()
     return out
 
 

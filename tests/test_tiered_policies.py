@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pymcoll.algorithms.tiered_cache.learned import LearnedCachePolicy
+from pymcoll.algorithms.tiered_cache.learned import LearnedCachePolicy, LearnedOrder
 from pymcoll.algorithms.tiered_cache.policies import (CLASSIC, LFUPolicy, LRUPolicy, OPTPolicy, next_use,
                                                       opt_next_hit, replay)
 
@@ -267,6 +267,61 @@ def test_victim_skips_pinned_rows(ids, capacity, seed):
                 if len(pol) >= capacity:
                     pol.remove(pol.victim(t))
                 pol.insert(row, t)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(ids=traces(n_rows=15, max_size=150), capacity=st.integers(2, 8),
+       sizes=st.lists(st.integers(1, 12), min_size=1, max_size=6), seed=st.integers(0, 2**32 - 1))
+def test_frozen_pins_give_the_same_victims(ids, capacity, sizes, seed):
+    """A store passes one frozenset of pinned rows (its batch's) to every victim() call of a batch,
+    and the heap policies keep the pinned rows they passed over aside until the set changes: the
+    victims must be those of a fresh set at every call, with hits, victims() and unpinned calls
+    in between."""
+    rng = np.random.default_rng(seed)
+    arr = np.array(ids, dtype=np.int64)
+    for kind in ("lfu", "opt", "learned-order"):
+        pols = []
+        for _ in range(2):
+            pol = LearnedOrder() if kind == "learned-order" else CLASSIC[kind]()
+            pol.reset(capacity)
+            if kind == "opt":
+                pol.observe(arr, 0)
+            pols.append(pol)
+        if kind == "learned-order":  # the model's order: predictions that reorder the heap
+            p = rng.random(len(ids))
+            for pol in pols:
+                pol.set_predictions(p, 0)
+        frozen_pol, fresh_pol = pols
+        t, k = 0, 0
+        while t < len(ids):
+            batch = ids[t:t + sizes[k % len(sizes)]]
+            k += 1
+            frozen = frozenset(batch) | frozenset(int(r) for r in rng.choice(15, 2))
+            for row in batch:
+                if rng.random() < 0.1:  # a prefetch's look at the order, and an unpinned victim
+                    assert frozen_pol.victims(t, 2) == fresh_pol.victims(t, 2)
+                    if len(frozen_pol):
+                        assert frozen_pol.victim(t) == fresh_pol.victim(t)
+                assert (row in frozen_pol) == (row in fresh_pol)
+                if row in frozen_pol:
+                    frozen_pol.hit(row, t)
+                    fresh_pol.hit(row, t)
+                else:
+                    if len(frozen_pol) >= capacity:
+                        try:
+                            want = fresh_pol.victim(t, set(frozen))
+                        except RuntimeError:
+                            with pytest.raises(RuntimeError, match="pinned"):
+                                frozen_pol.victim(t, frozen)
+                            want = fresh_pol.victim(t)  # all pinned: the row goes anyway (no store here)
+                            assert frozen_pol.victim(t) == want
+                        else:
+                            assert frozen_pol.victim(t, frozen) == want, (kind, t)
+                        frozen_pol.remove(want)
+                        fresh_pol.remove(want)
+                    frozen_pol.insert(row, t)
+                    fresh_pol.insert(row, t)
+                t += 1
 
 
 @pytest.mark.parametrize("make", [LRUPolicy, LFUPolicy, OPTPolicy, lambda: LearnedCachePolicy(10)],

@@ -343,6 +343,14 @@ class LearnedCachePolicy(LearnedOrder):
                 lo = hi
             self._next_t = t0 + ids.size
 
+    def drop_prepared(self) -> int:
+        """Forget the batches prepared and not served yet (a caller that prepared several and then
+        failed part way). The shadows and the features have seen them and keep what they saw, so the
+        stream goes on after them: returns the time at which the next batch must start."""
+        with self._shadow_lock:
+            self._prepared.clear()
+            return self._next_t
+
     def observe(self, ids: np.ndarray, t0: int) -> None:
         if t0 not in self._prepared:
             self.prepare(ids, t0)

@@ -155,11 +155,25 @@ class _HeapPolicy(Policy):
         super().__init__()
         self._key: dict[int, tuple] = {}
         self._heap: list[tuple] = []
+        # Entries of pinned rows taken off the heap by victim(), and the frozenset of pinned rows
+        # they were taken off for: a store passes one such set to every victim() call of a batch,
+        # so each pinned row at the top is passed over once a batch instead of once a call.
+        self._parked: list[tuple] = []
+        self._parked_for: Optional[frozenset] = None
 
     def reset(self, capacity: int) -> None:
         super().reset(capacity)
         self._key.clear()
         self._heap.clear()
+        self._parked.clear()
+        self._parked_for = None
+
+    def _unpark(self) -> None:
+        """Put the parked entries back on the heap."""
+        for entry in self._parked:
+            heapq.heappush(self._heap, entry)
+        self._parked.clear()
+        self._parked_for = None
 
     def _set(self, row: int, key: tuple) -> None:
         self._key[row] = key
@@ -168,10 +182,16 @@ class _HeapPolicy(Policy):
         if len(self._heap) > 4 * len(self._key) + 64:
             self._heap = [k + (r,) for r, k in self._key.items()]
             heapq.heapify(self._heap)
+            self._parked.clear()  # every current entry is on the heap again
+            self._parked_for = None
 
     def victim(self, t: int, pinned: Container[int] = _NO_PIN) -> int:
+        if self._parked_for is not pinned:
+            self._unpark()
+        # Only an immutable set of pinned rows may keep its rows parked from one call to the next.
+        park = isinstance(pinned, frozenset)
         heap, keys = self._heap, self._key
-        skipped = []
+        skipped = self._parked if park else []
         found: Optional[int] = None
         while heap:
             entry = heap[0]
@@ -184,14 +204,18 @@ class _HeapPolicy(Policy):
                 continue
             found = row
             break
-        for entry in skipped:
-            heapq.heappush(heap, entry)
+        if park:
+            self._parked_for = pinned if skipped else None
+        else:
+            for entry in skipped:
+                heapq.heappush(heap, entry)
         if found is None:
             raise _all_pinned(self.capacity)
         return found
 
     def victims(self, t: int, k: int, skip: Container[int] = _NO_PIN) -> list[int]:
         # One pass down the heap (victim() with a growing pin set would pop the same entries k times).
+        self._unpark()
         heap, keys = self._heap, self._key
         taken, out, chosen = [], [], set()
         while heap and len(out) < k:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-from typing import Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -422,7 +422,7 @@ class TieredEmbeddingStore:
         self._pf_unused.discard(row)
         self.evictions += 1
 
-    def _take_slot(self, t: int, pinned: set) -> int:
+    def _take_slot(self, t: int, pinned: frozenset) -> int:
         """A free slot, evicting the policy's victim if none is free."""
         if self._free:
             return self._free.pop()
@@ -434,7 +434,7 @@ class TieredEmbeddingStore:
         self._evict(row, s)
         return s
 
-    def _enter(self, row: int, t: int, pinned: set, prefetched: bool) -> int:
+    def _enter(self, row: int, t: int, pinned: frozenset, prefetched: bool) -> int:
         """Give `row` (not held) a slot and tell the policy; its data are loaded later by _load."""
         s = self._take_slot(t, pinned)
         try:
@@ -469,8 +469,8 @@ class TieredEmbeddingStore:
         t0 = self._t
         if self._observe is not None:
             self._observe(ids, t0)
-        pinned = set(rows.tolist())
-        pinned.update(self._pins)
+        # Frozen: the heap policies pass over a batch's pinned rows once for the whole batch.
+        pinned = frozenset(rows.tolist()).union(self._pins)
         slot_of, pol, unused = self._slot, self._policy, self._pf_unused
         load_rows: list[int] = []
         load_slots: list[int] = []
@@ -498,7 +498,7 @@ class TieredEmbeddingStore:
             self.prefetch_used += used
         return slots
 
-    def _admit(self, rows: list, pinned: set) -> None:
+    def _admit(self, rows: list, pinned: frozenset) -> None:
         """Bring `rows` (distinct, not held) in ahead of use, at the current time."""
         t = self._t
         loaded: list[int] = []
@@ -522,6 +522,50 @@ class TieredEmbeddingStore:
         ids = self._ids(ids)
         slots = self._serve(ids)
         return self._fast[slots]
+
+    def lookup_batches(self, batches: Iterable[object]) -> list[np.ndarray]:
+        """Several batches of ids, looked up in order: the same rows, counters and fast tier as
+        :meth:`lookup` called on each in turn; a list of one array per batch.
+
+        A policy that prepares batches ahead (``"learned"``: its shadows, features and
+        predictions) prepares all of them in one pass, which costs it less per lookup than one
+        batch at a time (the batches a data loader has queued are the natural call; a 2-D array
+        is a batch per row). Their
+        predictions come from the model as it is at the call. Every batch is checked before any
+        is served (TypeError, ValueError or IndexError naming ``batches[i]``, CapacityError if a
+        batch's distinct rows and the other pinned rows exceed the capacity), so a bad batch
+        changes nothing. If serving fails part way (an I/O error), the batches not served are
+        dropped, and the policy's clock moves past them as it had seen them.
+        """
+        if isinstance(batches, np.ndarray) and batches.ndim != 2 or isinstance(batches, (str, bytes)) \
+                or not isinstance(batches, Iterable):
+            what = f"an array of shape {batches.shape}" if isinstance(batches, np.ndarray) else type(batches).__name__
+            raise TypeError(f"batches must be a list of 1-D id arrays, one per batch (or a 2-D array, a batch "
+                            f"per row), got {what}; for one batch call lookup(ids)")
+        arrays = [self._ids(b, f"batches[{i}]") for i, b in enumerate(batches)]
+        for i, a in enumerate(arrays):
+            self._check_room(np.unique(a), f"batches[{i}]")
+        prepare = getattr(self._policy, "prepare_batches", None)
+        ahead = [a for a in arrays if a.size]
+        until = None
+        if prepare is not None and len(ahead) > 1:
+            t, parts = self._t, []
+            for a in ahead:
+                parts.append((t, a))
+                t += a.size
+            prepare(parts)
+            until = t
+        out: list[np.ndarray] = []
+        try:
+            for a in arrays:
+                out.append(self._fast[self._serve(a)])
+        finally:
+            if until is not None and self._t < until:
+                drop = getattr(self._policy, "drop_prepared", None)
+                if drop is not None:
+                    drop()
+                self._t = until
+        return out
 
     def update(self, ids: object, values: object) -> None:
         """Set the rows `ids` to `values` (shape ``(len(ids), dim)``, cast to the store's dtype).
@@ -572,8 +616,7 @@ class TieredEmbeddingStore:
             return
         rows = np.unique(ids)
         self._check_room(rows, "pin")
-        pinned = set(rows.tolist())
-        pinned.update(self._pins)
+        pinned = frozenset(rows.tolist()).union(self._pins)
         self._admit([r for r in rows.tolist() if r not in self._slot], pinned)
         for row in ids.tolist():
             self._pins[row] = self._pins.get(row, 0) + 1
