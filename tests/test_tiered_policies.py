@@ -279,10 +279,13 @@ def test_frozen_pins_give_the_same_victims(ids, capacity, sizes, seed):
     in between."""
     rng = np.random.default_rng(seed)
     arr = np.array(ids, dtype=np.int64)
-    for kind in ("lfu", "opt", "learned-order"):
+    for kind in ("lfu", "opt", "learned-order", "learned"):
         pols = []
         for _ in range(2):
-            pol = LearnedOrder() if kind == "learned-order" else CLASSIC[kind]()
+            if kind == "learned":  # the rows its leader dropped are passed over the same way
+                pol = LearnedCachePolicy(15, guard_step=8)
+            else:
+                pol = LearnedOrder() if kind == "learned-order" else CLASSIC[kind]()
             pol.reset(capacity)
             if kind == "opt":
                 pol.observe(arr, 0)
@@ -297,6 +300,9 @@ def test_frozen_pins_give_the_same_victims(ids, capacity, sizes, seed):
             batch = ids[t:t + sizes[k % len(sizes)]]
             k += 1
             frozen = frozenset(batch) | frozenset(int(r) for r in rng.choice(15, 2))
+            if kind == "learned":
+                for pol in pols:
+                    pol.observe(np.array(batch, dtype=np.int64), t)
             for row in batch:
                 if rng.random() < 0.1:  # a prefetch's look at the order, and an unpinned victim
                     assert frozen_pol.victims(t, 2) == fresh_pol.victims(t, 2)
