@@ -528,3 +528,62 @@ def test_learned_policy_in_the_store(tmp_path):
     with pytest.raises(ValueError, match="needs n_rows"):
         from pymcoll.algorithms.tiered_cache.store import make_policy
         make_policy("learned")
+
+
+class _FailingReads:
+    """The store's file, whose next `fail` reads of several rows raise (an I/O error, Ctrl-C)."""
+
+    def __init__(self, mm: np.memmap, fail: int, error: BaseException) -> None:
+        self.mm, self.fail, self.error = mm, fail, error
+
+    def __getitem__(self, key):
+        if self.fail and isinstance(key, np.ndarray):
+            self.fail -= 1
+            raise self.error
+        return self.mm[key]
+
+    def __setitem__(self, key, value) -> None:
+        self.mm[key] = value
+
+    def __getattr__(self, name):
+        return getattr(self.mm, name)
+
+
+@pytest.mark.parametrize("policy", ["lru", "learned"])
+@pytest.mark.parametrize("call", ["lookup", "lookup_batches", "prefetch", "pin"])
+def test_failed_read_leaves_no_stale_row(tmp_path, policy, call):
+    # Rows given a slot whose read from the file failed must leave again: a later lookup that found
+    # them held would return what the slot held before.
+    store, ref = make(tmp_path, 8, policy)
+    store.lookup(np.arange(8))
+    store.update(np.arange(8), -ref[:8])  # dirty rows in every slot, so stale contents would show
+    ref[:8] = -ref[:8]
+    before = store.time
+    store._mm = _FailingReads(store._mm, 1, OSError("read error"))
+    new = np.array([20, 21, 22])
+    with pytest.raises(OSError, match="read error"):
+        if call == "lookup":
+            store.lookup(new)
+        elif call == "lookup_batches":
+            store.lookup_batches([new, np.array([23, 1])])
+        elif call == "prefetch":
+            store.prefetch(new)
+        else:
+            store.pin(new)
+    store.check_invariants()
+    assert not any(int(r) in store for r in new)
+    if call in ("lookup", "lookup_batches"):
+        # The batches the policy was told of are behind the clock, as if served (the learned policy
+        # had both batches of lookup_batches prepared).
+        told = 5 if call == "lookup_batches" and policy == "learned" else 3
+        assert store.time == before + told
+    else:
+        assert store.time == before and store.pin_count(20) == 0
+    for ids in (new, np.arange(8), new):
+        np.testing.assert_array_equal(store.lookup(ids), ref[ids])
+    if policy == "learned":
+        store.lookup_batches([np.array([1, 2]), np.array([30, 31])])  # the policy's clock agrees with the store's
+    store.check_invariants()
+    np.testing.assert_array_equal(store.to_array(), ref)
+    store.close()
+    np.testing.assert_array_equal(file_rows(tmp_path / "t.emb"), ref)

@@ -452,10 +452,24 @@ class TieredEmbeddingStore:
     def _load(self, rows: list, slots: list) -> None:
         # One gather from the file, in row order. A slot can wait for its data until the end of a
         # call: rows entered in a call are pinned for it, so their slots are never reused in it.
-        if rows:
+        if not rows:
+            return
+        try:
             r = np.asarray(rows, dtype=np.int64)
             order = np.argsort(r, kind="stable")
             self._fast[np.asarray(slots, dtype=np.int64)[order]] = self._mm[r[order]]  # type: ignore[index]
+        except BaseException:
+            # Not read (an I/O error, MemoryError, Ctrl-C): the rows leave again, so that no later
+            # access returns what their slots held before.
+            for row, s in zip(rows, slots, strict=True):
+                if self._slot.get(row) == s:
+                    self._policy.remove(row)
+                    del self._slot[row]
+                    self._row_of[s] = -1
+                    self._dirty[s] = False
+                    self._pf_unused.discard(row)
+                    self._free.append(s)
+            raise
 
     def _serve(self, ids: np.ndarray) -> np.ndarray:
         """Bring every row of the batch `ids` into the fast tier, as accesses; their slots."""
@@ -490,12 +504,14 @@ class TieredEmbeddingStore:
                     load_slots.append(s)
                 slots[i] = s
         finally:
-            self._load(load_rows, load_slots)
-            # The policy was told of the whole batch: its clock moves past it even if a policy call failed.
-            self._t = t0 + n
-            self.hits += hits
-            self.misses += len(load_rows)
-            self.prefetch_used += used
+            try:
+                self._load(load_rows, load_slots)
+            finally:
+                # The policy was told of the whole batch: its clock moves past it even if a call failed.
+                self._t = t0 + n
+                self.hits += hits
+                self.misses += len(load_rows)
+                self.prefetch_used += used
         return slots
 
     def _admit(self, rows: list, pinned: frozenset) -> None:
@@ -665,8 +681,7 @@ class TieredEmbeddingStore:
             return 0
         _, first = np.unique(ids, return_index=True)
         rows = ids[np.sort(first)].tolist()
-        protect = set(rows)
-        protect.update(self._pins)
+        protect = frozenset(rows).union(self._pins)
         want = [r for r in rows if r not in self._slot]
         # Slots neither pinned nor holding a row of `ids` (pinned rows are always held).
         room = self._capacity - (len(protect) - len(want))
