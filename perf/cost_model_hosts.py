@@ -23,7 +23,7 @@ perf/bench_lanes.py's runs on the same hosts (perf/results/lanes_np*_hosts*.json
 
   python perf/cost_model_hosts.py                  # measure every configuration, compare, fit
   python perf/cost_model_hosts.py --params perf/results/cost_model_hosts.json   # reuse the terms
-  python perf/cost_model_hosts.py --runs /tmp/set --out /tmp/set/cost_model_hosts.json   # another set
+  python perf/cost_model_hosts.py --runs /tmp/set   # another set of runs (writes /tmp/set/cost_model_hosts.json)
 
 Writes perf/results/cost_model_hosts.{json,png}. Needs root (the test bed; docs/cluster.md).
 """
@@ -585,12 +585,14 @@ def compare(params: dict[str, Any], burst: float, fitted: Optional[dict[str, dic
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", help="reuse the measured terms of a previous cost_model_hosts.json")
-    ap.add_argument("--out", default=str(RESULTS / "cost_model_hosts.json"))
-    ap.add_argument("--runs", default=str(RESULTS),
+    ap.add_argument("--runs", type=Path, default=RESULTS,
                     help="the folder of perf/bench_lanes.py's runs on test-bed hosts (default perf/results)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the result file (default: cost_model_hosts.json in the --runs folder)")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--link-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    out = args.out or args.runs / "cost_model_hosts.json"
     if args.measure:
         p = measure(args.link_only)
         from mpi4py import MPI
@@ -599,6 +601,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     from pymcoll.testing.cluster import TBF_BURST
 
+    if not runs(args.runs):
+        raise SystemExit(f"cost_model_hosts: no runs on test-bed hosts (lanes_np*_hosts*bit.json) in {args.runs}; "
+                         "make them with perf/bench_lanes.py --hosts K --rate R, or pass --runs FOLDER")
     if args.params:
         params = json.loads(Path(args.params).read_text())["params"]
     else:
@@ -622,7 +627,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               d["header"].get("link_rate")) == key]
         fitted[key] = fit_latencies(terms, same, TBF_BURST)
         print(f"# {key} fitted: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in fitted[key].items()))
-    rows = compare(params, TBF_BURST, fitted, Path(args.runs))
+    rows = compare(params, TBF_BURST, fitted, args.runs)
     print("\n# predicted / measured: with the measured terms (measured), with the fitted latency terms (fitted); "
           "* outside 25%; spread: slowest / fastest launch of the point")
     print(f"{'run':<24} {'coll':<10} {'impl':<7} {'size':>7} {'measured_us':>11} {'measured':>8} {'fitted':>7} "
@@ -634,9 +639,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print()
     for line in summary(rows):
         print(line)
-    doc = {"header": run_record(script="perf/cost_model_hosts.py", burst_bytes=TBF_BURST), "params": params,
+    folder = args.runs.resolve()
+    where = str(folder.relative_to(HERE.parent)) if folder.is_relative_to(HERE.parent) else str(folder)
+    doc = {"header": run_record(script="perf/cost_model_hosts.py", burst_bytes=TBF_BURST, runs=where),
+           "params": params,
            "fitted": fitted, "comparison": rows}
-    write_results(doc, Path(args.out), plot)
+    write_results(doc, out, plot)
     return 0
 
 

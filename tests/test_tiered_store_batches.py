@@ -87,7 +87,18 @@ def test_two_dimensional_array_is_a_batch_per_row(tmp_path):
         np.testing.assert_array_equal(g, tab[row])
     assert store.lookup_batches([]) == []
     assert store.time == 12
+    # Any iterable of batches: a tuple, a generator, a 1-D array of arrays of different lengths.
+    ragged = np.empty(2, dtype=object)
+    ragged[0], ragged[1] = np.array([1, 2, 3]), np.array([4])
+    for given in ((np.array([5, 6]), [7]), (b for b in [np.array([8]), np.array([9, 10])]), ragged):
+        t = store.time
+        got = store.lookup_batches(given)
+        assert store.time == t + sum(g.shape[0] for g in got)
+        assert all(g.shape[1] == DIM for g in got)
     store.close()
+    with pytest.raises(ValueError, match="closed"):
+        store.lookup_batches([[1], [2]])
+    assert store.time == 12 + 3 + 3 + 4
 
 
 @pytest.mark.parametrize("bad, error, match", [
@@ -98,6 +109,7 @@ def test_two_dimensional_array_is_a_batch_per_row(tmp_path):
     ([[1, 2], [3], [N_ROWS]], IndexError, rf"batches\[2\]\[0\]={N_ROWS} is outside"),
     ([[1, 2], [[1, 2]]], ValueError, r"batches\[1\] has shape \(1, 2\)"),
     ([[1, 2], np.arange(CAPACITY + 1)], CapacityError, rf"batches\[1\] of {CAPACITY + 1} distinct rows"),
+    ([1, 2, 3], TypeError, r"batches\[0\] is a single id \(1\).*lookup\(ids\)"),
 ])
 def test_bad_batches_change_nothing(tmp_path, bad, error, match):
     tab = table()
@@ -146,4 +158,40 @@ def test_failure_part_way_leaves_store_and_policy_usable(tmp_path, monkeypatch):
         np.testing.assert_array_equal(got, tab[ids])
     store.check_invariants()
     np.testing.assert_array_equal(store.to_array(), tab)
+    store.close()
+
+
+@pytest.mark.parametrize("where", ["_follow", "_predict"])
+@pytest.mark.parametrize("call", ["lookup", "lookup_batches"])
+def test_policy_failure_does_not_jam_the_store(tmp_path, monkeypatch, where, call):
+    # A failure inside the learned policy's preparing or following (after its shadows saw the
+    # lookups) must not leave the store's clock behind the policy's stream: later calls work.
+    tab = table()
+    store = TieredEmbeddingStore.create(tmp_path / "t.emb", tab, CAPACITY, "learned")
+    store.lookup_batches(skewed_batches(6, 20))
+    store.policy.train()
+    pol = store.policy
+    original = getattr(pol, where)
+    failed = []
+
+    def failing(*args, **kwargs):
+        if not failed:
+            failed.append(True)
+            raise MemoryError("out of memory in the policy")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pol, where, failing)
+    batches = [np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7])]
+    with pytest.raises(MemoryError):
+        if call == "lookup":
+            store.lookup(batches[0])
+        else:
+            store.lookup_batches(batches)
+    assert failed
+    assert store.time == pol.drop_prepared()
+    for ids in skewed_batches(7, 20):
+        np.testing.assert_array_equal(store.lookup(ids), tab[ids])
+    for got, ids in zip(store.lookup_batches(batches), batches, strict=True):
+        np.testing.assert_array_equal(got, tab[ids])
+    store.check_invariants()
     store.close()

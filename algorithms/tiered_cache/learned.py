@@ -320,28 +320,36 @@ class LearnedCachePolicy(LearnedOrder):
         t0 = parts[0][0]
         ids = parts[0][1] if len(parts) == 1 else np.concatenate([b for _, b in parts])
         with self._shadow_lock:
-            start = time.thread_time()
-            shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
-            mid = time.thread_time()
-            # Per batch: a feature counts the row's lookups within its own batch.
-            xs = [self.features.batch(b, bt0) for bt0, b in parts]
-            x = xs[0] if len(xs) == 1 else np.vstack(xs)
-            if self.experts:
-                x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
-            p = self._predict(x, ids, t0)
-            end = time.thread_time()
-            self._order.set_predictions(p, t0)
-            shadows["learned"] = self.guard.shadows["learned"].run(ids, t0)
-            self.guard_seconds += (mid - start) + (time.thread_time() - end)
-            self.model_seconds += end - mid
-            self.predicted += ids.size
-            lo = 0
-            for bt0, b in parts:
-                hi = lo + b.size
-                cut = {name: ShadowBatch(bt0, sb.hits[lo:hi], sb.evicted[lo:hi]) for name, sb in shadows.items()}
-                self._prepared[bt0] = (b, x[lo:hi], p[lo:hi], cut)
-                lo = hi
-            self._next_t = t0 + ids.size
+            try:
+                self._prepare_locked(parts, ids, t0)
+            finally:
+                # Even if a step failed, the shadows or the features may have seen these lookups: the
+                # stream goes on after them (drop_prepared() forgets what was not prepared whole).
+                self._next_t = t0 + ids.size
+
+    def _prepare_locked(self, parts: list[tuple[int, np.ndarray]], ids: np.ndarray, t0: int) -> None:
+        """prepare_batches' work, under the shadows' lock: `ids` are the batches `parts` joined."""
+        start = time.thread_time()
+        shadows = self.guard.run(ids, t0, only=lambda name: name != "learned")
+        mid = time.thread_time()
+        # Per batch: a feature counts the row's lookups within its own batch.
+        xs = [self.features.batch(b, bt0) for bt0, b in parts]
+        x = xs[0] if len(xs) == 1 else np.vstack(xs)
+        if self.experts:
+            x = np.hstack([x, np.stack([shadows[e].hits for e in self.experts], axis=1).astype(np.float32)])
+        p = self._predict(x, ids, t0)
+        end = time.thread_time()
+        self._order.set_predictions(p, t0)
+        shadows["learned"] = self.guard.shadows["learned"].run(ids, t0)
+        self.guard_seconds += (mid - start) + (time.thread_time() - end)
+        self.model_seconds += end - mid
+        self.predicted += ids.size
+        lo = 0
+        for bt0, b in parts:
+            hi = lo + b.size
+            cut = {name: ShadowBatch(bt0, sb.hits[lo:hi], sb.evicted[lo:hi]) for name, sb in shadows.items()}
+            self._prepared[bt0] = (b, x[lo:hi], p[lo:hi], cut)
+            lo = hi
 
     def drop_prepared(self) -> int:
         """Forget the batches prepared and not served yet (a caller that prepared several and then

@@ -482,7 +482,11 @@ class TieredEmbeddingStore:
         self._check_room(rows, "a batch")
         t0 = self._t
         if self._observe is not None:
-            self._observe(ids, t0)
+            try:
+                self._observe(ids, t0)
+            except BaseException:
+                self._catch_up()
+                raise
         # Frozen: the heap policies pass over a batch's pinned rows once for the whole batch.
         pinned = frozenset(rows.tolist()).union(self._pins)
         slot_of, pol, unused = self._slot, self._policy, self._pf_unused
@@ -546,42 +550,52 @@ class TieredEmbeddingStore:
         A policy that prepares batches ahead (``"learned"``: its shadows, features and
         predictions) prepares all of them in one pass, which costs it less per lookup than one
         batch at a time (the batches a data loader has queued are the natural call; a 2-D array
-        is a batch per row). Their
-        predictions come from the model as it is at the call. Every batch is checked before any
-        is served (TypeError, ValueError or IndexError naming ``batches[i]``, CapacityError if a
-        batch's distinct rows and the other pinned rows exceed the capacity), so a bad batch
-        changes nothing. If serving fails part way (an I/O error), the batches not served are
-        dropped, and the policy's clock moves past them as it had seen them.
+        is a batch per row). Their predictions come from the model as it is at the call, so a
+        learned policy that retrains as it goes (``retrain_every``) may serve the later batches
+        of a call with the model before. Every batch is checked before any is served
+        (TypeError, ValueError or IndexError naming ``batches[i]``, CapacityError if a batch's
+        distinct rows and the other pinned rows exceed the capacity), so a bad batch changes
+        nothing. If serving fails part way (an I/O error), the batches not served are dropped,
+        and the store's clock moves past them to where the policy's stream is.
         """
-        if isinstance(batches, np.ndarray) and batches.ndim != 2 or isinstance(batches, (str, bytes)) \
-                or not isinstance(batches, Iterable):
+        self._check_open()
+        ragged = isinstance(batches, np.ndarray) and batches.dtype == object and batches.ndim == 1
+        if isinstance(batches, np.ndarray) and batches.ndim != 2 and not ragged \
+                or isinstance(batches, (str, bytes)) or not isinstance(batches, Iterable):
             what = f"an array of shape {batches.shape}" if isinstance(batches, np.ndarray) else type(batches).__name__
             raise TypeError(f"batches must be a list of 1-D id arrays, one per batch (or a 2-D array, a batch "
                             f"per row), got {what}; for one batch call lookup(ids)")
+        batches = list(batches)
+        for i, b in enumerate(batches):
+            if np.ndim(b) == 0:
+                raise TypeError(f"batches[{i}] is a single id ({b!r}): batches must be a list of 1-D id arrays, "
+                                "one per batch; for one batch call lookup(ids)")
         arrays = [self._ids(b, f"batches[{i}]") for i, b in enumerate(batches)]
         for i, a in enumerate(arrays):
             self._check_room(np.unique(a), f"batches[{i}]")
         prepare = getattr(self._policy, "prepare_batches", None)
         ahead = [a for a in arrays if a.size]
-        until = None
-        if prepare is not None and len(ahead) > 1:
-            t, parts = self._t, []
-            for a in ahead:
-                parts.append((t, a))
-                t += a.size
-            prepare(parts)
-            until = t
         out: list[np.ndarray] = []
         try:
+            if prepare is not None and len(ahead) > 1:
+                t, parts = self._t, []
+                for a in ahead:
+                    parts.append((t, a))
+                    t += a.size
+                prepare(parts)
             for a in arrays:
                 out.append(self._fast[self._serve(a)])
-        finally:
-            if until is not None and self._t < until:
-                drop = getattr(self._policy, "drop_prepared", None)
-                if drop is not None:
-                    drop()
-                self._t = until
+        except BaseException:
+            self._catch_up()
+            raise
         return out
+
+    def _catch_up(self) -> None:
+        """After a failure: drop what the policy prepared and was not served, and move the clock to
+        where the policy's stream is (its shadows and features have seen those lookups)."""
+        drop = getattr(self._policy, "drop_prepared", None)
+        if drop is not None:
+            self._t = max(self._t, int(drop()))
 
     def update(self, ids: object, values: object) -> None:
         """Set the rows `ids` to `values` (shape ``(len(ids), dim)``, cast to the store's dtype).
