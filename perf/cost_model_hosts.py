@@ -554,11 +554,12 @@ def fit_latencies(terms: dict[str, Any], runs_of_config: list[dict[str, Any]], b
 
 
 def compare(params: dict[str, Any], burst: float, fitted: Optional[dict[str, dict[str, float]]] = None,
-            directory: Path = RESULTS) -> list[dict[str, Any]]:
-    """Predicted against measured for every point of every run whose configuration was measured;
-    with `fitted`, also the prediction from each configuration's fitted latency terms."""
+            sets: Optional[list[tuple[Path, dict[str, Any]]]] = None) -> list[dict[str, Any]]:
+    """Predicted against measured for every point of every run (`sets`, as runs() gives them;
+    default: perf/results) whose configuration was measured; with `fitted`, also the prediction
+    from each configuration's fitted latency terms."""
     rows = []
-    for path, data in runs(directory):
+    for path, data in runs() if sets is None else sets:
         h = data["header"]
         per_host = h["ranks"] // h["hosts"]
         key = config_key(h["hosts"], per_host, h["link_rate"])
@@ -601,14 +602,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     from pymcoll.testing.cluster import TBF_BURST
 
-    if not runs(args.runs):
+    sets = runs(args.runs)
+    if not sets:
         raise SystemExit(f"cost_model_hosts: no runs on test-bed hosts (lanes_np*_hosts*bit.json) in {args.runs}; "
                          "make them with perf/bench_lanes.py --hosts K --rate R, or pass --runs FOLDER")
     if args.params:
         params = json.loads(Path(args.params).read_text())["params"]
     else:
         configs = {(d["header"]["hosts"], d["header"]["ranks"] // d["header"]["hosts"], d["header"]["link_rate"])
-                   for _, d in runs(args.runs) if d["header"].get("link_rate")}
+                   for _, d in sets if d["header"].get("link_rate")}
         params = measure_shapes(configs)
     for shape, t in params.items():
         print(f"# {shape}: alpha_net {t['alpha_net'] * 1e6:.2f} us, TCP {1 / t['beta_tcp'] / 1e9:.2f} GB/s, "
@@ -622,12 +624,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               " ".join(f"{row['size']}:{row['ratio']:.2f}" for row in lc))
     fitted = {}
     for key, terms in params.items():
-        same = [d for _, d in runs(args.runs)
+        same = [d for _, d in sets
                 if config_key(d["header"]["hosts"], d["header"]["ranks"] // d["header"]["hosts"],
                               d["header"].get("link_rate")) == key]
         fitted[key] = fit_latencies(terms, same, TBF_BURST)
         print(f"# {key} fitted: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in fitted[key].items()))
-    rows = compare(params, TBF_BURST, fitted, args.runs)
+    rows = compare(params, TBF_BURST, fitted, sets)
     print("\n# predicted / measured: with the measured terms (measured), with the fitted latency terms (fitted); "
           "* outside 25%; spread: slowest / fastest launch of the point")
     print(f"{'run':<24} {'coll':<10} {'impl':<7} {'size':>7} {'measured_us':>11} {'measured':>8} {'fitted':>7} "
@@ -642,8 +644,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     folder = args.runs.resolve()
     where = str(folder.relative_to(HERE.parent)) if folder.is_relative_to(HERE.parent) else str(folder)
     doc = {"header": run_record(script="perf/cost_model_hosts.py", burst_bytes=TBF_BURST, runs=where),
-           "params": params,
-           "fitted": fitted, "comparison": rows}
+           "params": params, "fitted": fitted, "comparison": rows}
     write_results(doc, out, plot)
     return 0
 

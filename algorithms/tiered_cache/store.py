@@ -416,11 +416,15 @@ class TieredEmbeddingStore:
             self._mm[row] = self._fast[s]  # type: ignore[index]
             self._dirty[s] = False
             self.writebacks += 1
+        self._release(row, s)
+        self.evictions += 1
+
+    def _release(self, row: int, s: int) -> None:
+        """`row` leaves slot `s` (its data already written back or not wanted)."""
         self._policy.remove(row)
         del self._slot[row]
         self._row_of[s] = -1
         self._pf_unused.discard(row)
-        self.evictions += 1
 
     def _take_slot(self, t: int, pinned: frozenset) -> int:
         """A free slot, evicting the policy's victim if none is free."""
@@ -463,11 +467,8 @@ class TieredEmbeddingStore:
             # access returns what their slots held before.
             for row, s in zip(rows, slots, strict=True):
                 if self._slot.get(row) == s:
-                    self._policy.remove(row)
-                    del self._slot[row]
-                    self._row_of[s] = -1
+                    self._release(row, s)
                     self._dirty[s] = False
-                    self._pf_unused.discard(row)
                     self._free.append(s)
             raise
 
@@ -559,10 +560,14 @@ class TieredEmbeddingStore:
         and the store's clock moves past them to where the policy's stream is.
         """
         self._check_open()
-        ragged = isinstance(batches, np.ndarray) and batches.dtype == object and batches.ndim == 1
-        if isinstance(batches, np.ndarray) and batches.ndim != 2 and not ragged \
-                or isinstance(batches, (str, bytes)) or not isinstance(batches, Iterable):
-            what = f"an array of shape {batches.shape}" if isinstance(batches, np.ndarray) else type(batches).__name__
+        if isinstance(batches, np.ndarray):
+            # A batch per row of a 2-D array, or a 1-D array of arrays (batches of different lengths).
+            what = None if batches.ndim == 2 or (batches.ndim == 1 and batches.dtype == object) \
+                else f"an array of shape {batches.shape}"
+        else:
+            what = type(batches).__name__ if isinstance(batches, (str, bytes)) or not isinstance(batches, Iterable) \
+                else None
+        if what is not None:
             raise TypeError(f"batches must be a list of 1-D id arrays, one per batch (or a 2-D array, a batch "
                             f"per row), got {what}; for one batch call lookup(ids)")
         batches = list(batches)
