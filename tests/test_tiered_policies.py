@@ -330,6 +330,21 @@ def test_frozen_pins_give_the_same_victims(ids, capacity, sizes, seed):
                 t += 1
 
 
+def test_a_set_aside_row_that_leaves_does_not_come_back():
+    """The learned policy sets aside the pinned rows its leader dropped while the same frozenset of
+    pins comes; a row removed meanwhile must not return when the pins change."""
+    pol = LearnedCachePolicy(10)
+    pol.reset(5)
+    for t in range(5):
+        pol.insert(t, t)
+    pol._outside.update({1: 10, 2: 11, 3: 12})  # rows its leader dropped, the newest last
+    assert pol.victim(20, frozenset({3})) == 2  # 3 is pinned: set aside
+    pol.remove(3)
+    assert 3 not in pol
+    assert pol.victim(21, frozenset()) == 2
+    assert list(pol._outside) == [1, 2]
+
+
 @pytest.mark.parametrize("make", [LRUPolicy, LFUPolicy, OPTPolicy, lambda: LearnedCachePolicy(10)],
                          ids=["lru", "lfu", "opt", "learned"])
 def test_all_pinned_raises(make):

@@ -274,7 +274,14 @@ class LearnedCachePolicy(LearnedOrder):
         self._since_train = 0
         self._next_t = 0
         self.leader = "learned"
-        self._outside: "OrderedDict[int, None]" = OrderedDict()     # held, not in the leader's shadow
+        # Held, not in the leader's shadow; the value orders them by when the leader dropped them (the
+        # lookup's time; rows marked at a change of leader come before any time).
+        self._outside: "OrderedDict[int, int]" = OrderedDict()
+        # Rows of _outside that victim() passed over because they were pinned, taken out while it is
+        # given the same frozenset (a store's batch): a batch's rows the leader dropped gather at the
+        # newest end, and every miss of the batch would walk past them again.
+        self._out_parked: dict[int, int] = {}
+        self._out_parked_for: Optional[frozenset] = None
         self._prefetched: "OrderedDict[int, int]" = OrderedDict()   # held, prefetched, not looked up yet
         self._batch: Optional[tuple] = None   # (t0, ids, ids as a list, shadows, step starts) of the batch served
         self._last_id: Optional[int] = None   # the lookup before it
@@ -468,7 +475,9 @@ class LearnedCachePolicy(LearnedOrder):
                 # Most recently looked up first: the victims are taken from the end (see victim()).
                 out = sorted(((self._key[r][1], r) for r, h in zip(rows, held, strict=True) if not h),
                              reverse=True)
-                self._outside = OrderedDict((r, None) for _, r in out)
+                self._outside = OrderedDict((r, i - len(out)) for i, (_, r) in enumerate(out))
+                self._out_parked.clear()  # held rows were all considered: none is left out
+                self._out_parked_for = None
                 self.leader = leader
             b = shadows[leader]
             self._events = (t0, id_list, b.hits.tolist(), b.evicted.tolist())
@@ -481,20 +490,25 @@ class LearnedCachePolicy(LearnedOrder):
     def _apply(self, t: int) -> None:
         """Take up the leader's evictions and entries up to lookup `t` (it serves each lookup first),
         choosing the leader again where a step begins."""
-        if self._events is None:
+        ev = self._events
+        if ev is None:
             return
-        t0, ids = self._events[0], self._events[1]
+        t0, ids = ev[0], ev[1]
+        if t - t0 < self._applied:
+            return  # taken up already (a victim() and then an insert() of the same lookup)
         end = min(t - t0 + 1, len(ids))
         while True:
             upto = min(end, self._step_end)
             _, _, hits, evicted = self._events
-            key, outside, pf = self._key, self._outside, self._prefetched
+            key, outside, pf, parked = self._key, self._outside, self._prefetched, self._out_parked
             for k in range(self._applied, upto):
                 v = evicted[k]
                 if v >= 0 and v in key and v not in pf:
-                    outside[v] = None
+                    outside.setdefault(v, t0 + k)
                 if not hits[k]:
                     outside.pop(ids[k], None)
+                    if parked:
+                        parked.pop(ids[k], None)
             if upto > self._applied:
                 self._applied = upto
             if end <= self._step_end:
@@ -533,12 +547,43 @@ class LearnedCachePolicy(LearnedOrder):
                 return row
         return self._usual_victim(t, pinned)
 
+    def _unpark_outside(self) -> None:
+        """Put the parked rows back into _outside, in the order the leader dropped them."""
+        parked, outside = self._out_parked, self._outside
+        if parked:
+            # They were the newest when parked: only rows dropped since can be newer.
+            first = min(parked.values())
+            tail = list(parked.items())
+            while outside:
+                row, when = outside.popitem()
+                if when < first:
+                    outside[row] = when
+                    break
+                tail.append((row, when))
+            tail.sort(key=lambda rw: rw[1])
+            outside.update(tail)
+            parked.clear()
+        self._out_parked_for = None
+
     def _usual_victim(self, t: int, pinned: Container[int]) -> int:
         # Newest first: the row the leader dropped last is the one it values least now; rows held since
         # a change of leader go after it, the least recently looked up first.
-        for row in reversed(self._outside):
-            if row not in pinned:
-                return row
+        outside = self._outside
+        if self._out_parked_for is not pinned:
+            self._unpark_outside()
+        if isinstance(pinned, frozenset):
+            # Pinned rows at the newest end are set aside while the same frozenset comes (see __init__).
+            parked = self._out_parked
+            while outside:
+                row = next(reversed(outside))
+                if row not in pinned:
+                    return row
+                parked[row] = outside.pop(row)
+                self._out_parked_for = pinned
+        else:
+            for row in reversed(outside):
+                if row not in pinned:
+                    return row
         for row, since in self._prefetched.items():
             if t - since <= self._grace:
                 break
@@ -550,6 +595,7 @@ class LearnedCachePolicy(LearnedOrder):
         # victim()'s order in one pass: the rows the leader dropped (newest first), prefetched rows
         # past their grace, then the model's order.
         self._apply(t)
+        self._unpark_outside()
         out = self.scan.victims(k, skip) if self.scan is not None else []
         if out:
             skip = set(out) | (set(skip) if skip is not _NO_PIN else set())
@@ -567,6 +613,7 @@ class LearnedCachePolicy(LearnedOrder):
     def remove(self, row: int) -> None:
         super().remove(row)
         self._outside.pop(row, None)
+        self._out_parked.pop(row, None)
         self._prefetched.pop(row, None)
         if self.scan is not None:
             self.scan.removed(row)
