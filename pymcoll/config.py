@@ -102,6 +102,15 @@ def parse_wait(text: str, name: str) -> str:
     return value
 
 
+def parse_huge_pages(text: str, name: str) -> str:
+    """Parse the huge-page policy for buffers exposed for single copy: auto or off."""
+    value = text.strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"{name}={text!r}: expected 'auto' (collapse a buffer exposed for single copy into "
+                         "huge pages on its second exposure) or 'off'")
+    return value
+
+
 def parse_copy(text: str, name: str) -> str:
     """Parse a data path: auto, inline, cico, cma or direct."""
     value = text.strip().lower()
@@ -270,6 +279,13 @@ OPTIONS: dict[str, Option] = {
                "whose stores take whole cache lines without first reading each from the core that "
                "read the cell last; auto: 1280 bytes where the CPU announces fast string moves (ERMS), "
                "else never; 'off': memcpy at every size; may differ between ranks"),
+        Option("PYMCOLL_HUGE_PAGES", "auto", parse_huge_pages,
+               "a buffer a rank exposes for single copy (peers copy from or into it through the "
+               "kernel, which pins its pages one at a time) is collapsed into transparent huge pages "
+               "(MADV_COLLAPSE, Linux 6.1+) the second time a call exposes the same whole aligned "
+               "2 MiB pages: milliseconds once, then the kernel's copies of it run about as fast as "
+               "memcpy instead of a fraction of it on 4 KiB pages; 'off' never does; may differ "
+               "between ranks"),
         Option("PYMCOLL_SHM_DIR", "/dev/shm", lambda t, n: t,
                "directory (a tmpfs) where the node segment is created; unlinked once mapped"),
         Option("PYMCOLL_CHUNK_SIZE", 64 << 10, parse_bytes,

@@ -31,11 +31,20 @@ def test_empty_environment_value_means_unset(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize("name,bad", [("PYMCOLL_TIMEOUT", "soon"), ("PYMCOLL_TIMEOUT", "-1"),
                                       ("PYMCOLL_NODE_SIZE", "0"), ("PYMCOLL_SHM", "maybe"),
                                       ("PYMCOLL_WAIT", "spin"), ("PYMCOLL_STREAM_MIN", "always"),
-                                      ("PYMCOLL_CELL_MOVSB_MIN", "large")])
+                                      ("PYMCOLL_CELL_MOVSB_MIN", "large"), ("PYMCOLL_HUGE_PAGES", "always")])
 def test_bad_environment_values_raise_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, bad: str) -> None:
     monkeypatch.setenv(name, bad)
     with pytest.raises(ValueError, match=name):
         config.value(name)
+
+
+def test_huge_pages_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config.value("PYMCOLL_HUGE_PAGES") == "auto"
+    monkeypatch.setenv("PYMCOLL_HUGE_PAGES", " Off ")
+    assert config.value("PYMCOLL_HUGE_PAGES") == "off"
+    monkeypatch.setenv("PYMCOLL_HUGE_PAGES", "never")
+    with pytest.raises(ValueError, match="PYMCOLL_HUGE_PAGES='never': expected 'auto'"):
+        config.value("PYMCOLL_HUGE_PAGES")
 
 
 def test_wait_policies(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -163,6 +163,7 @@ def test_preload_calls_are_traced_and_the_late_rank_named(programs: dict[str, Pa
 @pytest.mark.parametrize("name,value,message", [
     ("PYMCOLL_NODE_LAYOUT", "diagonal", "PYMCOLL_NODE_LAYOUT='diagonal': expected 'block' or 'cyclic'"),
     ("PYMCOLL_WAIT", "spin", "PYMCOLL_WAIT='spin': expected 'auto' or 'sleep'"),
+    ("PYMCOLL_HUGE_PAGES", "always", "PYMCOLL_HUGE_PAGES='always': expected 'auto' or 'off'"),
     ("PYMCOLL_STREAM_MIN", "fast", "PYMCOLL_STREAM_MIN='fast' is neither a size"),
     ("PYMCOLL_CELL_MOVSB_MIN", "big", "PYMCOLL_CELL_MOVSB_MIN='big' is neither a size"),
     ("PYMCOLL_PATH_TRIALS", "sometimes", "PYMCOLL_PATH_TRIALS='sometimes': expected 1 or 0"),

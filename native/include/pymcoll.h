@@ -65,6 +65,8 @@ typedef struct pmc_config {
     int check;               /* 1: ranks agree on each call's arguments first (PYMCOLL_CHECK) */
     int progress_thread;     /* 1: a background thread progresses non-blocking operations */
     int wait_sleep;          /* 1: waits sleep at once instead of spinning and yielding first (PYMCOLL_WAIT=sleep) */
+    int huge_off;            /* 1: never collapse a buffer exposed for single copy into transparent huge
+                                pages (PYMCOLL_HUGE_PAGES=off; default: on its second exposure) */
     uint64_t stream_min;     /* smallest copy of a rank's own block, or through the shared heap, written
                                 with streaming stores (x86-64); 0 = from the last-level cache and the
                                 node's ranks (pmc_stream_min_default); UINT64_MAX = never
@@ -154,6 +156,11 @@ int pmc_comm_broken(const pmc_comm *c);
 /* Messages and bytes this rank has sent to other nodes on its lane (the
  * lane algorithms' point-to-point traffic; 0 on ranks past the lanes). */
 int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes);
+/* Buffers this rank exposed for single copy and then collapsed into
+ * transparent huge pages on their second exposure (PYMCOLL_HUGE_PAGES): the
+ * collapses done, the bytes they covered, and the collapses the kernel
+ * refused (each range is tried once). */
+int pmc_comm_huge_pages(const pmc_comm *c, uint64_t *collapses, uint64_t *bytes, uint64_t *failures);
 /* Path trials of collective `coll` (PMC_COLL_*) in size class `k`: payloads
  * from *min_bytes to twice it (the last class has no upper end; classes start
  * at 16 KiB, a Bcast's at 256 KiB where the node's ranks outnumber its

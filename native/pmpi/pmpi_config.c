@@ -66,6 +66,7 @@ static int known_name(const char *name)
         "PYMCOLL_CHUNK_SIZE", "PYMCOLL_COPY", "PYMCOLL_INLINE_MAX", "PYMCOLL_REDUCE_FLAT_MAX",
         "PYMCOLL_LANES_SMALL_MAX", "PYMCOLL_LANES_BCAST_TREE_MAX", "PYMCOLL_LANES_DIRECT_MIN", "PYMCOLL_CMA_MIN",
         "PYMCOLL_STREAM_MIN", "PYMCOLL_CELL_MOVSB_MIN", "PYMCOLL_PMPI_VERBOSE", "PYMCOLL_TRACE", "PYMCOLL_TRACE_RING", "PYMCOLL_TRACE_SIGNALS", "PYMCOLL_WAIT",
+        "PYMCOLL_HUGE_PAGES",
         "PYMCOLL_PATH_TRIALS"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
         if (strcmp(names[i], name) == 0) return 1;
@@ -246,6 +247,7 @@ static int read_choices(pmpi_context *ctx, const tuning *t, char *err, size_t er
     static const char *const shm[] = {"auto", "on", "1", "yes", "true", "off", "0", "no", "false"};
     static const char *const copies[] = {"auto", "inline", "cico", "cma", "direct"};
     static const char *const waits[] = {"auto", "sleep"};
+    static const char *const huge[] = {"auto", "off"};
     static const char *const algos[] = {"auto", "shm", "mpi", "leader", "lanes"};
     const char *v;
     int i;
@@ -261,6 +263,11 @@ static int read_choices(pmpi_context *ctx, const tuning *t, char *err, size_t er
     if ((v = raw(t, "PYMCOLL_WAIT")) != NULL) {
         if ((i = word(v, waits, 2)) < 0) return fail(err, errlen, "PYMCOLL_WAIT='%s': expected 'auto' or 'sleep'", v);
         ctx->cfg.wait_sleep = i;
+    }
+    if ((v = raw(t, "PYMCOLL_HUGE_PAGES")) != NULL) {
+        if ((i = word(v, huge, 2)) < 0)
+            return fail(err, errlen, "PYMCOLL_HUGE_PAGES='%s': expected 'auto' or 'off'", v);
+        ctx->cfg.huge_off = i;
     }
     if ((v = raw(t, "PYMCOLL_COPY")) != NULL) {
         if ((i = word(v, copies, 5)) < 0)

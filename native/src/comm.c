@@ -443,6 +443,7 @@ int pmc_comm_create_why(uintptr_t mpi_comm, const pmc_config *cfg_in, pmc_comm *
     c->progress_wanted = cfg.progress_thread != 0;
     c->comm = c->nodecomm = c->lanecomm = MPI_COMM_NULL;
     c->check = cfg.check != 0;
+    pmc_huge_pages_init(&c->huge, cfg.huge_off == 0);
     c->inline_max = cfg.inline_max;
     c->cma_min = cfg.cma_min;
     c->flat_max = cfg.flat_max;
@@ -572,6 +573,15 @@ int pmc_comm_lane_traffic(const pmc_comm *c, uint64_t *messages, uint64_t *bytes
     if (c == NULL || messages == NULL || bytes == NULL) return PMC_ERR_ARG;
     *messages = c->lane_msgs;
     *bytes = c->lane_bytes;
+    return PMC_OK;
+}
+
+int pmc_comm_huge_pages(const pmc_comm *c, uint64_t *collapses, uint64_t *bytes, uint64_t *failures)
+{
+    if (c == NULL || collapses == NULL || bytes == NULL || failures == NULL) return PMC_ERR_ARG;
+    *collapses = c->huge.collapses;
+    *bytes = c->huge.collapsed_bytes;
+    *failures = c->huge.failures;
     return PMC_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "node/huge_pages.h"
 #include "node/node.h"
 #include "op.h"
 #include "pymcoll.h"
@@ -74,6 +75,7 @@ struct pmc_comm {
     pmc_op *op_cur;     /* op running now (its path trial) */
     int algorithm[PMC_COLL_COUNT];
     int cma_ok;         /* process_vm_readv works between the ranks of every node */
+    pmc_huge_pages huge; /* buffers exposed for single copy, collapsed into huge pages on reuse */
     pmc_heap *heap;     /* shared heap of this node (owns the segment mapping when set) */
     void *scratch;      /* grown on demand for hierarchical steps */
     void *node_counts;  /* [nnodes] MPI counts for the leaders' v-collectives */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the C tests of the core with AddressSanitizer + UBSan and runs them:
-# test_segment, test_bulk_copy, test_reduce_ops, test_node_algos, test_trace, test_ftar_ring, test_codec and test_cachesim once, test_comm_mpi and test_requests_mpi under mpiexec with
+# test_segment, test_bulk_copy, test_huge_pages, test_reduce_ops, test_node_algos, test_trace, test_ftar_ring, test_codec and test_cachesim once, test_comm_mpi and test_requests_mpi under mpiexec with
 # 1, 2, 3 and 4 ranks; then the preload library, built the same way, under
 # tests/pmpi_programs/check_collectives.c at 2 and 3 ranks and on virtual nodes. With --valgrind it also runs the non-MPI tests
 # under valgrind, from a separate plain debug build (<builddir>-valgrind).
@@ -34,7 +34,7 @@ failed=()
 
 # Two cores are shared with other work: build with two jobs.
 jobs=${PMC_TEST_JOBS:-2}
-tests=(test_segment test_bulk_copy test_reduce_ops test_node_algos test_trace test_ftar_ring test_codec test_cachesim test_comm_mpi test_requests_mpi)
+tests=(test_segment test_bulk_copy test_huge_pages test_reduce_ops test_node_algos test_trace test_ftar_ring test_codec test_cachesim test_comm_mpi test_requests_mpi)
 
 configure() { # dir, extra meson options...: output shown only on failure
     local dir=$1
@@ -96,6 +96,7 @@ asan_mpi=detect_leaks=0:abort_on_error=1 # MPI's leaks at finalize are not ours
 
 ASAN_OPTIONS=$asan_plain run test_segment "$bin/test_segment"
 ASAN_OPTIONS=$asan_plain run test_bulk_copy "$bin/test_bulk_copy"
+ASAN_OPTIONS=$asan_plain run test_huge_pages "$bin/test_huge_pages"
 ASAN_OPTIONS=$asan_plain run test_reduce_ops "$bin/test_reduce_ops"
 ASAN_OPTIONS=$asan_plain run test_node_algos "$bin/test_node_algos"
 ASAN_OPTIONS=$asan_plain run test_trace "$bin/test_trace"
@@ -152,6 +153,7 @@ if [ "$use_valgrind" -eq 1 ]; then
     vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible)
     run "valgrind test_segment" "${vg[@]}" "$vdir/native/tests/test_segment"
     PMC_TEST_QUICK=1 run "valgrind test_bulk_copy" "${vg[@]}" "$vdir/native/tests/test_bulk_copy"
+    run "valgrind test_huge_pages" "${vg[@]}" "$vdir/native/tests/test_huge_pages"
     PMC_TEST_QUICK=1 run "valgrind test_reduce_ops" "${vg[@]}" "$vdir/native/tests/test_reduce_ops"
     run "valgrind test_node_algos" "${vg[@]}" "$vdir/native/tests/test_node_algos" --quick
     run "valgrind test_trace" "${vg[@]}" "$vdir/native/tests/test_trace"

@@ -7,6 +7,7 @@
 
 #include "../comm.h"
 #include "../node/cma.h"
+#include "../node/huge_pages.h"
 #include "../reduce/reduce_ops.h"
 #include "node_algos.h"
 #include "../node/bulk_copy.h"
@@ -16,6 +17,8 @@ int pmc_cma_expose(pmc_op *op, pmc_frame *f, const void *buf, uint64_t bytes)
     /* Rebuilt on every resume from stable arguments; copied out when published. */
     pmc_desc d;
     pmc_desc_make(op->c->heap, buf, bytes, &d);
+    /* Peers will copy from or into it through the kernel: huge pages make that faster. */
+    if (d.kind == PMC_DESC_ADDR) (void)pmc_huge_pages_note(&op->c->huge, buf, bytes, op->seq);
     return pmc_inline_publish(op, f, &d, sizeof(d));
 }
 
