@@ -33,12 +33,6 @@ COLLS = ("allreduce", "reduce_scatter_block", "allgather", "bcast")
 VARIANTS = ("pymcoll, huge pages", "pymcoll, 4 KiB pages", "MPI, huge pages", "MPI, 4 KiB pages")
 
 
-def size_of(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper()
-    return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
-
-
 def buffers(nbytes: int, ranks: int) -> dict[str, Any]:
     """Send and receive buffers of one set, on 4 KiB pages: torch tensors where torch is installed
     (its CPU allocator asks for no huge pages), else 64-byte aligned malloc'd memory."""
@@ -166,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.colls = [c.strip() for c in a.colls.split(",") if c.strip()]
     require_known(ap, "--colls", a.colls, COLLS)
-    a.sizes = [size_of(s) for s in a.sizes.split(",") if s.strip()]
+    from pymcoll.config import parse_bytes  # the options' size parser: 4M, 64K, 1G
+
+    try:
+        a.sizes = [parse_bytes(s, "--sizes") for s in a.sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        ap.error(str(exc))
     a.out = a.out or str(HERE / "results" / f"huge_pages_np{a.np}.json")
     return worker_or_launch(__file__, a, worker, hint="fewer --sizes or --blocks")
 

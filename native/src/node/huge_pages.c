@@ -39,7 +39,7 @@ int pmc_huge_pages_note(pmc_huge_pages *h, const void *p, uint64_t len, uint64_t
             r = x;
             break;
         }
-        if (x->hi == x->lo || (oldest->hi != oldest->lo && x->used < oldest->used)) oldest = x;
+        if (x->used < oldest->used) oldest = x; /* a free range has used == 0: taken first */
     }
     if (r == NULL) { /* first exposure of these pages: only noted */
         *oldest = (pmc_huge_range){lo, hi, lo, call, h->clock, PMC_HUGE_SEEN};

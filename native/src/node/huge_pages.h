@@ -37,7 +37,7 @@ typedef struct pmc_huge_range {
     uint64_t lo, hi;   /* the whole aligned 2 MiB pages of an exposed buffer; hi == lo: free */
     uint64_t next;     /* collapsed from lo up to here */
     uint64_t call;     /* the call that exposed it last (a resumed call exposes again) */
-    uint64_t used;     /* clock of that exposure */
+    uint64_t used;     /* clock of that exposure (0: free; the clock starts at 1) */
     int state;         /* PMC_HUGE_* */
 } pmc_huge_range;
 
