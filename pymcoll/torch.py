@@ -26,8 +26,9 @@ use the same variables: ``import pymcoll.torch`` then
 Operations (CPU tensors, ``async_op=True`` everywhere): all_reduce,
 broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter,
 reduce_scatter_tensor, all_to_all_single (with splits), all_to_all, gather,
-scatter, barrier, send/recv/isend/irecv (also from any source), and
-all_reduce_coalesced; ``new_group(ranks, backend="pymcoll")`` subgroups; DDP.
+scatter, barrier, send/recv/isend/irecv (also from any source),
+all_reduce_coalesced and all_gather_coalesced; sparse COO tensors in
+all_reduce (SUM, AVG); ``new_group(ranks, backend="pymcoll")`` subgroups; DDP.
 Dtypes: bool, uint8, int8, int16, int32, int64, uint16/32/64, float16,
 bfloat16, float32, float64, complex64, complex128. Reduce ops: SUM, PRODUCT,
 MIN, MAX, BAND, BOR, BXOR, and AVG (SUM, then divide by the group size, for
@@ -36,12 +37,13 @@ PRODUCT/MIN/BAND "all", BXOR "odd count". Non-contiguous tensors work
 through a contiguous copy.
 
 What the backend cannot do raises before any data moves, naming the
-operation: device (CUDA, meta) or sparse tensors, other dtypes, PREMUL_SUM,
-AVG on integers, bitwise ops on floating tensors, MIN/MAX on complex ones,
-tensor lists or split sizes that do not fit the group (ValueError naming the
-argument), and the deprecated all_gather_coalesced (NotImplementedError;
-torch itself keeps monitored_barrier to gloo). The group stays usable
-afterwards.
+operation: device (CUDA, meta) tensors, sparse tensors outside all_reduce,
+other dtypes, PREMUL_SUM, AVG on integers, bitwise ops on floating tensors,
+MIN/MAX on complex ones, tensor lists or split sizes that do not fit the group
+(ValueError naming the argument), and monitored_barrier (NotImplementedError;
+torch keeps it to gloo). The group stays usable afterwards. A deadline that
+passes or a peer that dies raises torch.distributed.DistBackendError ("Timed
+out", as torch's backends say) that is also pymcoll's TimeoutError.
 
 Deadlines: the group's collectives use torch's ``timeout=`` of
 ``init_process_group``/``new_group`` as pymcoll's deadline, unless

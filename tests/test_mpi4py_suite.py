@@ -20,7 +20,6 @@ CI.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -29,11 +28,12 @@ import tarfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 
-from conftest import CI, mpiexec_command, mpi_env, TESTS_DIR
+from conftest import CI
+from suite_runs import Launcher, launch_here, run_suite, verdicts
 
 MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf",
            "test_cco_pr_vec", "test_cco_obj")
@@ -110,39 +110,11 @@ def fetch_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return test_dir
 
 
-def _launch(n: int, program: list[str], env: dict[str, str | None], timeout: float) -> subprocess.CompletedProcess:
-    """`program` on n ranks of this machine; TimeoutExpired past `timeout`."""
-    return subprocess.run(mpiexec_command(n) + program, cwd=TESTS_DIR, env=mpi_env(env), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-Launcher = Callable[[int, list, dict, float], subprocess.CompletedProcess]
-
-
 def _run(n: int, suite: Path, out: Path, env: dict[str, str | None], plain: bool, timeout: float,
-         launch: Launcher = _launch, modules: tuple[str, ...] = MODULES) -> dict:
+         launch: Launcher = launch_here, modules: tuple[str, ...] = MODULES) -> dict:
     program = [sys.executable, "-m", "mpi_programs.mpi4py_suite", str(suite), str(out)]
     program += (["--plain"] if plain else []) + list(modules)
-    cmd = program
-    try:
-        proc = launch(n, program, env, timeout)
-    except subprocess.TimeoutExpired:
-        last = {}
-        for log in sorted(out.glob("rank*.jsonl")):
-            lines = log.read_text().splitlines()
-            last[log.name] = lines[-1] if lines else "(no test started)"
-        pytest.fail(f"{' '.join(cmd)} hung for {timeout} s; last line per rank: {last}")
-    summary = [line for line in proc.stdout.splitlines() if line.startswith('{"outcomes"')]
-    if proc.returncode != 0 or not summary:
-        pytest.fail(f"{' '.join(cmd)} exited with {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
-                    f"\n--- stderr\n{proc.stderr[-6000:]}")
-    return json.loads(summary[0])
-
-
-def _verdicts(result: dict) -> dict[str, str]:
-    """One outcome per test: the same on every rank, else the worst."""
-    order = ("pass", "skip", "xfail", "upass", "missing", "fail", "error")
-    return {tid: max(outs, key=order.index) for tid, outs in result["outcomes"].items()}
+    return run_suite(n, program, out, env, timeout, launch)
 
 
 CONFIGS = [
@@ -165,18 +137,18 @@ def test_mpi4py_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Pa
     check_suite(n, env, suite_dir, tmp_path)
 
 
-def check_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Path, launch: Launcher = _launch,
+def check_suite(n: int, env: dict[str, str], suite_dir: Path, tmp_path: Path, launch: Launcher = launch_here,
                 where: str = "", modules: Optional[tuple[str, ...]] = None) -> None:
     """Runs the suite plain and on pymcoll.Comm with `launch`; pymcoll must match the reference.
     `modules` defaults to every module, and to the blocking ones past 2 ranks in CI."""
     if modules is None:
         modules = MODULES_BLOCKING if CI and n > 2 else MODULES
-    reference = _verdicts(_run(n, suite_dir, tmp_path / "plain", {}, plain=True, timeout=300, launch=launch,
+    reference = verdicts(_run(n, suite_dir, tmp_path / "plain", {}, plain=True, timeout=300, launch=launch,
                                modules=modules))
     # A short deadline turns a rank left waiting by another's error into a failure, not a hang.
     result = _run(n, suite_dir, tmp_path / "pymcoll", dict(env, PYMCOLL_TIMEOUT="30"), plain=False,
                   timeout=240 + 60 * n, launch=launch, modules=modules)
-    ours = _verdicts(result)
+    ours = verdicts(result)
     counts = {k: sum(1 for v in ours.values() if v == k) for k in ("pass", "skip", "fail", "error")}
     print(f"\nmpi4py suite at {n} ranks {where}{env or ''} ({len(modules)} modules): {len(ours)} tests, {counts['pass']} passed, "
           f"{counts['skip']} skipped; reference: {sum(1 for v in reference.values() if v == 'pass')} passed, "

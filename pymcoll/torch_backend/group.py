@@ -27,7 +27,9 @@ from mpi4py import MPI
 
 import pymcoll
 
+from . import sparse
 from . import tensors as targs
+from .errors import as_torch_error
 from .tensors import Staged, byte_view, fail, typed_view
 from .work import Completer, Work
 
@@ -107,7 +109,10 @@ class ProcessGroupPymcoll(dist.ProcessGroup):
         if getattr(opts, "asyncOp", True):
             req = getattr(comm, _nonblocking(call))(*args)
             return Work(op, result, [req], finish, self._completer)
-        getattr(comm, call)(*args)
+        try:
+            getattr(comm, call)(*args)
+        except pymcoll.Error as exc:
+            raise as_torch_error(op, exc) from exc
         return Work(op, result, (), finish)
 
     def _root(self, op: str, root: int, arg: str = "root") -> int:
@@ -123,11 +128,22 @@ class ProcessGroupPymcoll(dist.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Work:
         """all_reduce: every rank gets the reduction of every rank's tensor (in place)."""
         op = "all_reduce"
+        if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) and tensors[0].layout == torch.sparse_coo:
+            return self._sparse_allreduce(op, tensors, opts)
         t = targs.one(tensors, op, "tensor")
         mpi_op, avg = targs.reduce_op(op, opts.reduceOp if opts is not None else dist.ReduceOp.SUM, t.dtype)
         buf = Staged(t)
         finish = ([self._average(buf.flat)] if avg else []) + [buf.copy_back]
         return self._run(op, opts, "Allreduce", (_IN_PLACE, typed_view(buf.flat), mpi_op), tensors, finish)
+
+    def _sparse_allreduce(self, op: str, tensors: list[torch.Tensor], opts: Any) -> Work:
+        """all_reduce of a sparse COO tensor (SUM or AVG), done when this returns."""
+        self.comm  # noqa: B018 - raises when the group was shut down
+        try:
+            sparse.all_reduce(self._comm, op, tensors[0], opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        except pymcoll.Error as exc:
+            raise as_torch_error(op, exc) from exc
+        return Work(op, tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Work:
         """all_reduce_coalesced: all_reduce of several tensors as one operation."""
@@ -323,6 +339,13 @@ class ProcessGroupPymcoll(dist.ProcessGroup):
         """barrier: returns once every rank of the group has called it."""
         return self._run("barrier", opts, "Barrier", (), [])
 
+    def monitored_barrier(self, *args: Any, **kwargs: Any) -> Any:
+        """monitored_barrier: torch implements it on its gloo backend only (dist.monitored_barrier
+        refuses every other backend); raises NotImplementedError naming what to use instead."""
+        raise fail("monitored_barrier", "torch implements monitored_barrier on its gloo backend only; call "
+                                        "barrier(), which raises a Timed out error once the group's timeout passes",
+                   NotImplementedError)
+
     # -- point to point -------------------------------------------------------
     def _p2p_args(self, op: str, tensors: list[torch.Tensor], peer: int, tag: int, arg: str) -> Staged:
         t = targs.one(tensors, op, "tensor")
@@ -362,9 +385,35 @@ class ProcessGroupPymcoll(dist.ProcessGroup):
         return self._p2p
 
     # -- what the backend does not do ----------------------------------------
-    def allgather_coalesced(self, *args: Any, **kwargs: Any) -> Any:
-        """all_gather_coalesced (deprecated in torch): not supported."""
-        raise fail("all_gather_coalesced", "not supported; call all_gather per tensor", NotImplementedError)
+    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+                            opts: Any = None) -> Work:
+        """all_gather_coalesced (deprecated in torch): output_tensor_lists[r][i] of every rank gets
+        rank r's input_tensor_list[i]; one Allgather of the inputs laid end to end."""
+        op = "all_gather_coalesced"
+        ins = targs.check_list(inputs, op, "input_tensor_list")
+        if not isinstance(output_lists, (list, tuple)) or len(output_lists) != self._size:
+            got = len(output_lists) if isinstance(output_lists, (list, tuple)) else type(output_lists).__name__
+            raise fail(op, f"output_tensor_lists has {got} lists; it needs one per rank of the group ({self._size})")
+        if not ins:
+            return Work(op, output_lists)
+        targs.same_dtype(op, ins[0], ins, "input_tensor_list")
+        outs: list[torch.Tensor] = []
+        for r, lst in enumerate(output_lists):
+            name = f"output_tensor_lists[{r}]"
+            got = targs.check_list(lst, op, name)
+            if len(got) != len(ins):
+                raise fail(op, f"{name} has {len(got)} tensors; it needs one per tensor of input_tensor_list "
+                               f"({len(ins)})")
+            targs.same_dtype(op, ins[0], got, name)
+            for i, (o, t) in enumerate(zip(got, ins)):
+                if o.numel() != t.numel():
+                    raise fail(op, f"{name}[{i}] has {o.numel()} elements but input_tensor_list[{i}] has "
+                                   f"{t.numel()}; they must have as many")
+            outs.extend(got)
+        send = targs.concat(ins, ins[0].dtype)
+        recv = torch.empty(self._size * send.numel(), dtype=send.dtype)
+        return self._run(op, opts, "Allgather", (byte_view(send), byte_view(recv)), output_lists,
+                         [targs.scatter_into(recv, outs)])
 
     # -- lifetime -------------------------------------------------------------
     def shutdown(self) -> None:

@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from .errors import as_torch_error
+
 
 class Work(dist.Work):
     """A torch.distributed work handle for one operation of the pymcoll backend.
@@ -66,6 +68,7 @@ class Work(dist.Work):
         self._future.set_result(self._result)
 
     def _fail(self, exc: BaseException) -> None:
+        exc = as_torch_error(self._op, exc)
         self._error = exc
         self._requests = []
         self._done = True

@@ -21,70 +21,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
-import time
 import traceback
 import unittest
 from typing import Any, Optional
 
 from mpi4py import MPI
 
-
-class _Result(unittest.TestResult):
-    """Records one outcome per test (subtests fold into their test)."""
-
-    def __init__(self, log: Any) -> None:
-        super().__init__()
-        self.outcomes: dict[str, str] = {}
-        self.details: dict[str, str] = {}
-        self._log = log
-        self._t0 = 0.0
-
-    def _set(self, test: Any, outcome: str, detail: str = "") -> None:
-        tid = test.id()
-        order = ("pass", "skip", "xfail", "upass", "fail", "error")
-        old = self.outcomes.get(tid)
-        if old is None or order.index(outcome) > order.index(old):
-            self.outcomes[tid] = outcome
-            if detail:
-                self.details[tid] = detail[-3000:]
-
-    def startTest(self, test: Any) -> None:  # noqa: N802 - unittest API
-        super().startTest(test)
-        self._t0 = time.perf_counter()
-        self._log.write(json.dumps({"start": test.id()}) + "\n")
-        self._log.flush()
-
-    def stopTest(self, test: Any) -> None:  # noqa: N802 - unittest API
-        super().stopTest(test)
-        tid = test.id()
-        self.outcomes.setdefault(tid, "pass")
-        self._log.write(json.dumps({"done": tid, "outcome": self.outcomes[tid],
-                                    "seconds": round(time.perf_counter() - self._t0, 4)}) + "\n")
-        self._log.flush()
-
-    def addError(self, test: Any, err: Any) -> None:  # noqa: N802
-        self._set(test, "error", self._exc_info_to_string(err, test))
-
-    def addFailure(self, test: Any, err: Any) -> None:  # noqa: N802
-        self._set(test, "fail", self._exc_info_to_string(err, test))
-
-    def addSkip(self, test: Any, reason: str) -> None:  # noqa: N802
-        self._set(test, "skip", reason)
-
-    def addExpectedFailure(self, test: Any, err: Any) -> None:  # noqa: N802
-        self._set(test, "xfail")
-
-    def addUnexpectedSuccess(self, test: Any) -> None:  # noqa: N802
-        self._set(test, "upass")
-
-    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:  # noqa: N802
-        if err is not None:
-            failed = issubclass(err[0], test.failureException)
-            self._set(test, "fail" if failed else "error",
-                      f"{subtest.id()}\n{self._exc_info_to_string(err, test)}")
+from .suite_result import Outcomes, print_summary
 
 
 _SUBSTITUTED = [0]  # tests that ran with a pymcoll.Comm as self.COMM
@@ -151,21 +96,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                 outcomes[f"{name}.<import>"] = "error"
                 details[f"{name}.<import>"] = traceback.format_exc()
                 continue
-            result = _Result(log)
+            result = Outcomes(log)
             _suite(module, args.plain, args.pattern).run(result)
             outcomes.update(result.outcomes)
             details.update(result.details)
-    everyone = world.gather((outcomes, details, _SUBSTITUTED[0]), root=0)
-    if rank == 0:
-        merged: dict[str, list[str]] = {}
-        notes: dict[str, list[str]] = {}
-        for r, (outs, dets, _) in enumerate(everyone):
-            for tid, outcome in outs.items():
-                merged.setdefault(tid, ["missing"] * len(everyone))[r] = outcome
-                if tid in dets:
-                    notes.setdefault(tid, []).append(f"[rank {r}] {dets[tid]}")
-        print(json.dumps({"outcomes": merged, "details": {k: "\n".join(v) for k, v in notes.items()},
-                          "substituted": [e[2] for e in everyone]}), flush=True)
+    print_summary(world, outcomes, details, substituted=_SUBSTITUTED[0])
     return 0
 
 

@@ -10,7 +10,7 @@ gather, no AVG of integers, no bitwise ops on floating types). Integer, bool
 and data-movement results must match exactly; floating reductions to a
 tolerance (the order of combination may differ).
 
-Parts (select with --parts, default "mabsnx"):
+Parts (select with --parts, default "mabsnxc"):
   m  every operation x every dtype it supports, cycling through the modes
      sync, async wait() and async get_future(); every reduce op per dtype
   a  several async operations outstanding at once, waited in reverse order,
@@ -20,12 +20,15 @@ Parts (select with --parts, default "mabsnx"):
   s  new_group subgroups (every other rank; all but rank 0) against gloo subgroups
   n  non-contiguous inputs and outputs
   x  zero-element tensors
+  c  sparse COO all_reduce (SUM, AVG; entries that overlap and entries only one rank has) and
+     all_gather_coalesced, against gloo and a local reference; their bad inputs; a barrier
+     that times out raises what torch's backends raise (RuntimeError, "Timed out")
   e  (alone) RANK/WORLD_SIZE that disagree with MPI: the import raises on every rank
 
 Prints "rank R torch_backend ok" per rank; on a wrong result every rank
 prints the failures and exits 1 (the verdict is agreed first, so nothing hangs).
 
-Usage: python -m mpi_programs.torch_backend [--parts mabsnx]
+Usage: python -m mpi_programs.torch_backend [--parts mabsnxc]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import os
 import sys
 import time
 import warnings
+from datetime import timedelta
 from typing import Any, Callable
 
 import numpy as np
@@ -573,7 +577,14 @@ def part_b(ctx: Ctx) -> None:
 
     sparse = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, 2.0]), (4,))
     expect("meta tensor", lambda: dist.all_reduce(torch.ones(3, device="meta")), ValueError, "all_reduce", "meta")
-    expect("sparse tensor", lambda: dist.all_reduce(sparse), ValueError, "all_reduce", "sparse")
+    expect("sparse tensor broadcast", lambda: dist.broadcast(sparse, 0), ValueError, "broadcast", "sparse")
+    expect("sparse all_reduce MAX", lambda: dist.all_reduce(sparse, op=rop.MAX), ValueError, "all_reduce", "SUM or AVG")
+    expect("sparse all_reduce AVG of int64",
+           lambda: dist.all_reduce(torch.sparse_coo_tensor(torch.tensor([[1]]), torch.tensor([3]), (4,)), op=rop.AVG),
+           ValueError, "all_reduce", "AVG")
+    expect("sparse all_reduce shapes differ",
+           lambda: dist.all_reduce(torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (4 + rank % 2,))),
+           ValueError, "all_reduce", "shape") if n > 1 else None
     expect("float8 broadcast", lambda: dist.broadcast(torch.zeros(4, dtype=torch.float8_e5m2), 0), TypeError,
            "broadcast", "float8_e5m2")
     expect("PREMUL_SUM", lambda: dist.all_reduce(torch.ones(3), op=dist._make_nccl_premul_sum(2.0)), ValueError,
@@ -611,9 +622,14 @@ def part_b(ctx: Ctx) -> None:
     expect("negative tag", lambda: dist.isend(torch.ones(2), (rank + 1) % n, tag=-3), ValueError, "send", "tag")
     expect("async meta tensor", lambda: dist.all_reduce(torch.ones(3, device="meta"), async_op=True), ValueError,
            "all_reduce", "meta")
-    expect("all_gather_coalesced",
-           lambda: dist.all_gather_coalesced([[torch.zeros(1)] * n], [torch.ones(1)]), NotImplementedError,
-           "all_gather_coalesced")
+    expect("all_gather_coalesced list count",
+           lambda: dist.all_gather_coalesced([[torch.zeros(1)]] * (n + 1), [torch.ones(1)]), ValueError,
+           "all_gather_coalesced", "output_tensor_lists", str(n + 1))
+    expect("all_gather_coalesced element count",
+           lambda: dist.all_gather_coalesced([[torch.zeros(2)] for _ in range(n)], [torch.ones(1)]), ValueError,
+           "all_gather_coalesced", "output_tensor_lists[0][0]")
+    expect("monitored_barrier on the group", lambda: dist.group.WORLD.monitored_barrier(), NotImplementedError,
+           "monitored_barrier", "gloo")
 
 
 # -- s: subgroups --------------------------------------------------------------------------------
@@ -761,6 +777,67 @@ def part_x(ctx: Ctx) -> None:
          np.repeat(np.arange(n, dtype=np.int16), 6).reshape(n, 2, 3), True, "int16")
 
 
+# -- c: sparse all_reduce, all_gather_coalesced, timeouts -------------------------------------------
+def part_c(ctx: Ctx) -> None:
+    torch, dist = ctx.torch, ctx.dist
+    n, rank = ctx.n, ctx.rank
+    rop = dist.ReduceOp
+
+    def sparse_of(r: int, dense_dims: int, dtype: Any) -> Any:
+        # Rows 0..r (shared with lower ranks) plus a row only rank r has; dense rows of 2s or 3s.
+        rows = list(range(r + 1)) + [10 + r]
+        values = torch.arange(1, len(rows) * 2 ** dense_dims + 1, dtype=dtype).reshape(len(rows), *[2] * dense_dims)
+        return torch.sparse_coo_tensor(torch.tensor([rows]), values * (r + 1), (10 + n, *[2] * dense_dims))
+
+    for dense_dims in (0, 2):
+        for dtype, dt in ((torch.float32, "float32"), (torch.int64, "int64")):
+            for kind in ((rop.SUM, rop.AVG) if dtype.is_floating_point else (rop.SUM,)):
+                want = sum(sparse_of(r, dense_dims, dtype).to_dense() for r in range(n))
+                if kind == rop.AVG:
+                    want = want / n
+                for label, group in (("pymcoll", None), ("gloo", ctx.gloo)):
+                    if label == "gloo" and kind == rop.AVG:
+                        continue  # gloo sums sparse tensors only
+                    t = sparse_of(rank, dense_dims, dtype)
+                    dist.all_reduce(t, op=kind, group=group)
+                    same(ctx, f"sparse all_reduce {label} {kind} {dt} dense_dims={dense_dims}", t.to_dense(),
+                         to_np(want), True, dt)
+                    if not t.is_sparse:
+                        ctx.fail(f"sparse all_reduce {label}: the result is not sparse any more")
+    # all_gather_coalesced: mixed shapes and an empty tensor, against gloo
+    for group in (None, ctx.gloo):
+        ins = [torch.full((2, 3), float(rank)), torch.zeros(0), torch.arange(4.0) + 10 * rank]
+        outs = [[torch.empty_like(x) for x in ins] for _ in range(n)]
+        work = dist.all_gather_coalesced(outs, ins, group=group, async_op=group is None)
+        if work is not None:
+            work.wait()
+        for r in range(n):
+            for i, want in enumerate((np.full((2, 3), float(r)), np.zeros(0), np.arange(4.0) + 10 * r)):
+                same(ctx, f"all_gather_coalesced {'gloo' if group else 'pymcoll'} [{r}][{i}]", outs[r][i],
+                     want.astype(np.float32), True, "float32")
+    # A barrier only rank 0 enters, on a subgroup of everyone with a 1 s timeout: rank 0 raises what
+    # torch's backends raise for a timeout, and pymcoll's own error.
+    if n > 1:
+        import pymcoll
+
+        late = dist.new_group(list(range(n)), backend="pymcoll", timeout=timedelta(seconds=1))
+        if rank == 0:
+            t0 = time.monotonic()
+            try:
+                dist.barrier(group=late)
+            except RuntimeError as exc:
+                kinds = (isinstance(exc, dist.DistBackendError), isinstance(exc, pymcoll.TimeoutError),
+                         " Timed out " in str(exc), time.monotonic() - t0 >= 0.9)
+                if not all(kinds):
+                    ctx.fail(f"barrier timeout: {type(exc).__name__}: {exc} (DistBackendError, pymcoll.TimeoutError, "
+                             f"'Timed out', waited 1 s: {kinds})")
+            else:
+                ctx.fail("barrier of rank 0 alone did not time out")
+        ctx.world.Barrier()
+        dist.destroy_process_group(late)
+    ctx.checked += 1
+
+
 # -- e: environment that disagrees with MPI ---------------------------------------------------------
 def part_e() -> None:
     rank = MPI.COMM_WORLD.rank
@@ -777,7 +854,7 @@ def part_e() -> None:
 
 def body(verdict: list[bool]) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", default="mabsnx")
+    ap.add_argument("--parts", default="mabsnxc")
     args = ap.parse_args()
     world = MPI.COMM_WORLD
     verdicts = world.Dup()
@@ -801,7 +878,7 @@ def body(verdict: list[bool]) -> None:
     timings = []
     for part, fn in (("m", lambda: part_m(ctx, dtypes)), ("a", lambda: part_a(ctx)), ("b", lambda: part_b(ctx)),
                      ("s", lambda: part_s(ctx)), ("n", lambda: part_n(ctx, ["float32", "bfloat16", "int64", "bool"])),
-                     ("x", lambda: part_x(ctx))):
+                     ("x", lambda: part_x(ctx)), ("c", lambda: part_c(ctx))):
         if part in args.parts:
             t = time.monotonic()
             fn()
