@@ -14,11 +14,9 @@ from typing import Callable
 import pytest
 
 from conftest import TESTS_DIR, mpi_env, mpiexec_command
+from mpi_programs.suite_result import ORDER
 
 Launcher = Callable[[int, list, dict, float], subprocess.CompletedProcess]
-
-#: From best to worst (as mpi_programs/suite_result.py orders them).
-ORDER = ("pass", "skip", "xfail", "upass", "missing", "fail", "error")
 
 
 def launch_here(n: int, program: list[str], env: dict[str, str | None], timeout: float) -> subprocess.CompletedProcess:

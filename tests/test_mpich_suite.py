@@ -50,9 +50,14 @@ def _debian_orig(where: Path) -> Path:
     stanza = next((s for s in index.split("\n\n") if s.startswith("Package: mpich\n")), None)
     if stanza is None:
         pytest.fail(f"{index_url} lists no mpich source package")
-    directory = re.search(r"^Directory: (\S+)$", stanza, re.M).group(1)
-    sums = stanza.split("Checksums-Sha256:", 1)[1]
-    sha, name = re.search(r"^ ([0-9a-f]{64}) \d+ (mpich_[^ ]+\.orig\.tar\.[a-z0-9]+)$", sums, re.M).groups()
+    directory = re.search(r"^Directory: (\S+)$", stanza, re.M)
+    orig = re.search(r"^ ([0-9a-f]{64}) \d+ (mpich_[^ ]+\.orig\.tar\.[a-z0-9]+)$",
+                     stanza.partition("Checksums-Sha256:")[2], re.M)
+    if directory is None or orig is None:
+        pytest.fail(f"{index_url}: the mpich entry names no directory or no sha256 of an orig tarball; set "
+                    f"PYMCOLL_MPICH_SUITE to a built test/mpi folder to run offline")
+    directory = directory.group(1)
+    sha, name = orig.groups()
     out = where / name
     with urllib.request.urlopen(f"{MIRROR}/{directory}/{name}", timeout=300) as r:
         out.write_bytes(r.read())

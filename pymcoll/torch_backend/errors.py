@@ -25,8 +25,10 @@ class BackendCommBrokenError(errors.CommBrokenError, dist.DistBackendError):
     """The group's communicator failed earlier; its operations cannot run any more."""
 
 
-_WORDS = {BackendPeerFailedError: "Connection closed", BackendTimeoutError: "Timed out",
-          BackendCommBrokenError: "Connection closed"}
+# pymcoll's error, the torch form of it, and what torch's backends say for it; subclasses first.
+_FORMS = ((errors.PeerFailedError, BackendPeerFailedError, "Connection closed"),
+          (errors.TimeoutError, BackendTimeoutError, "Timed out"),
+          (errors.CommBrokenError, BackendCommBrokenError, "Connection closed"))
 
 
 def as_torch_error(op: str, exc: BaseException) -> BaseException:
@@ -35,10 +37,9 @@ def as_torch_error(op: str, exc: BaseException) -> BaseException:
     pymcoll's, and the original is the new exception's cause."""
     if isinstance(exc, (BackendTimeoutError, BackendCommBrokenError)):
         return exc
-    for mine, cls in ((errors.PeerFailedError, BackendPeerFailedError), (errors.TimeoutError, BackendTimeoutError),
-                      (errors.CommBrokenError, BackendCommBrokenError)):
+    for mine, cls, words in _FORMS:
         if isinstance(exc, mine):
-            new = cls(f"pymcoll backend, {op}: {_WORDS[cls]} ({exc})")
+            new = cls(f"pymcoll backend, {op}: {words} ({exc})")
             new.__cause__ = exc
             return new
     return exc
